@@ -1,0 +1,163 @@
+package devissuer
+
+import (
+	"crypto/subtle"
+	"errors"
+	"mime"
+	"net/http"
+	"net/url"
+	"time"
+)
+
+// Grant types the token endpoint serves.
+const (
+	grantClientCredentials = "client_credentials"
+	grantPassword          = "password"
+)
+
+// maxTokenRequest bounds the body of a token request.
+const maxTokenRequest = 64 << 10
+
+// tokenResponse is Keycloak's token response, without refresh token.
+type tokenResponse struct {
+	AccessToken      string `json:"access_token"`
+	ExpiresIn        int64  `json:"expires_in"`
+	RefreshExpiresIn int64  `json:"refresh_expires_in"`
+	TokenType        string `json:"token_type"`
+	NotBeforePolicy  int64  `json:"not-before-policy"`
+	Scope            string `json:"scope"`
+}
+
+// serveToken is the token endpoint. It checks, in order: the request's
+// shape, the grant type, the client, the client's right to the grant, and
+// for the password grant the user.
+func (iss *Issuer) serveToken(w http.ResponseWriter, r *http.Request) {
+	form, oerr := readTokenForm(w, r)
+	if oerr != nil {
+		oerr.write(w)
+		return
+	}
+	grant := form.Get("grant_type")
+	switch grant {
+	case "":
+		errInvalidRequest("Missing form parameter: grant_type").write(w)
+		return
+	case grantClientCredentials, grantPassword:
+	default:
+		(&oauthError{http.StatusBadRequest, "unsupported_grant_type", "Unsupported grant_type"}).write(w)
+		return
+	}
+
+	client, basic, oerr := iss.authenticateClient(r, form)
+	if oerr != nil {
+		if basic && oerr.status == http.StatusUnauthorized {
+			// RFC 6749 section 5.2: a failed Basic authentication says how to authenticate.
+			w.Header().Set("WWW-Authenticate", `Basic realm="`+iss.cfg.Realm+`"`)
+		}
+		oerr.write(w)
+		return
+	}
+
+	var claims map[string]any
+	switch grant {
+	case grantClientCredentials:
+		if client.Public {
+			errUnauthorizedClient(http.StatusBadRequest, "Public client not allowed to retrieve service account").write(w)
+			return
+		}
+		claims = iss.serviceAccountClaims(client)
+	case grantPassword:
+		if !client.Public {
+			errUnauthorizedClient(http.StatusBadRequest, "Client not allowed for direct access grants").write(w)
+			return
+		}
+		username, password := form.Get("username"), form.Get("password")
+		if username == "" || password == "" {
+			errInvalidRequest("Missing parameter: username and password are required").write(w)
+			return
+		}
+		u, ok := iss.user(username)
+		if !ok || !equalSecret(u.Password, password) {
+			(&oauthError{http.StatusUnauthorized, "invalid_grant", "Invalid user credentials"}).write(w)
+			return
+		}
+		claims = iss.userClaims(u, client.ID)
+	}
+
+	tok, err := iss.Mint(claims)
+	if err != nil {
+		(&oauthError{http.StatusInternalServerError, "server_error", "could not sign the token"}).write(w)
+		return
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Pragma", "no-cache")
+	writeJSON(w, http.StatusOK, tokenResponse{
+		AccessToken: tok,
+		ExpiresIn:   int64(iss.cfg.TokenTTL / time.Second),
+		TokenType:   "Bearer",
+		Scope:       tokenScope,
+	})
+}
+
+// readTokenForm reads the form-encoded body, bounded, and refuses repeated
+// parameters (RFC 6749 section 3.2). Query parameters are ignored.
+func readTokenForm(w http.ResponseWriter, r *http.Request) (url.Values, *oauthError) {
+	mediaType, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || mediaType != "application/x-www-form-urlencoded" {
+		return nil, errInvalidRequest("Content-Type must be application/x-www-form-urlencoded")
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxTokenRequest)
+	if err := r.ParseForm(); err != nil {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			return nil, errInvalidRequest("Request body larger than 64 KiB")
+		}
+		return nil, errInvalidRequest("Malformed form body")
+	}
+	for name, values := range r.PostForm {
+		if len(values) > 1 {
+			return nil, errInvalidRequest("Parameter " + name + " given more than once")
+		}
+	}
+	return r.PostForm, nil
+}
+
+// authenticateClient finds the client from HTTP Basic or the form, and checks
+// a confidential client's secret. A public client is known by its id alone.
+// basic reports whether the client used HTTP Basic.
+func (iss *Issuer) authenticateClient(r *http.Request, form url.Values) (c Client, basic bool, _ *oauthError) {
+	id, secret := form.Get("client_id"), form.Get("client_secret")
+	if r.Header.Get("Authorization") != "" {
+		user, pass, ok := r.BasicAuth()
+		if !ok {
+			return Client{}, false, errInvalidRequest("Authorization header must be Basic client credentials")
+		}
+		basic = true
+		// RFC 6749 section 2.3.1: both parts are form-encoded before Basic encoding.
+		var errID, errSecret error
+		user, errID = url.QueryUnescape(user)
+		pass, errSecret = url.QueryUnescape(pass)
+		switch {
+		case errID != nil || errSecret != nil:
+			return Client{}, basic, errInvalidRequest("Malformed Basic client credentials")
+		case secret != "":
+			return Client{}, basic, errInvalidRequest("Client credentials given both in Authorization and in the body")
+		case id != "" && id != user:
+			return Client{}, basic, errInvalidRequest("client_id differs from the Authorization header")
+		}
+		id, secret = user, pass
+	}
+	if id == "" {
+		return Client{}, basic, errInvalidRequest("Missing parameter: client_id")
+	}
+	c, ok := iss.clients[id]
+	if !ok || !c.Public && !equalSecret(c.Secret, secret) {
+		return Client{}, basic, errUnauthorizedClient(http.StatusUnauthorized, "Invalid client or Invalid client credentials")
+	}
+	return c, basic, nil
+}
+
+// equalSecret compares in constant time, out of habit: this issuer's secrets
+// are public, but its code gets copied.
+func equalSecret(want, got string) bool {
+	return subtle.ConstantTimeCompare([]byte(want), []byte(got)) == 1
+}
