@@ -1,0 +1,65 @@
+package identity
+
+import (
+	"slices"
+	"strings"
+)
+
+// DefaultRoleClaims are Keycloak's places for roles: realm roles, and the
+// roles of the client the token was issued to.
+var DefaultRoleClaims = []string{"realm_access.roles", "resource_access.${azp}.roles"}
+
+// DefaultPlanClaim names the claim that carries a subject's plan.
+const DefaultPlanClaim = "plan"
+
+// principalFromClaims maps decoded JWT claims to a Principal. roleClaims are
+// dotted paths to string arrays (or space-separated strings); "${azp}" in a
+// path stands for the token's azp claim.
+func principalFromClaims(c map[string]any, roleClaims []string, planClaim string) Principal {
+	p := Principal{
+		Subject:  str(c["sub"]),
+		Username: str(c["preferred_username"]),
+		Name:     str(c["name"]),
+		ClientID: str(c["azp"]),
+		Plan:     strings.ToLower(str(c[planClaim])),
+	}
+	if v, _ := c["email_verified"].(bool); v {
+		p.Email = strings.ToLower(str(c["email"]))
+	}
+	for _, path := range roleClaims {
+		path = strings.ReplaceAll(path, "${azp}", p.ClientID)
+		p.Roles = append(p.Roles, stringsAt(c, strings.Split(path, "."))...)
+	}
+	slices.Sort(p.Roles)
+	p.Roles = slices.Compact(p.Roles)
+	return p
+}
+
+func str(v any) string {
+	s, _ := v.(string)
+	return s
+}
+
+// stringsAt walks a path of object keys and returns the strings found there.
+func stringsAt(v any, path []string) []string {
+	for _, k := range path {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = m[k]
+	}
+	switch t := v.(type) {
+	case []any:
+		out := make([]string, 0, len(t))
+		for _, e := range t {
+			if s, ok := e.(string); ok && s != "" {
+				out = append(out, s)
+			}
+		}
+		return out
+	case string:
+		return strings.Fields(t)
+	}
+	return nil
+}
