@@ -1,0 +1,193 @@
+// Command orgsvc runs the backend: OrganizationService, EnvironmentService and
+// BlueprintService over Connect, gRPC, gRPC-Web and HTTP/JSON.
+//
+//	orgsvc -issuer https://keycloak.example.com/realms/prod -database postgres://…
+//	orgsvc -dev     # with a development issuer and SQLite in a temporary directory
+//
+// Every flag has an environment variable (ORGSVC_ADDR, ORGSVC_DATABASE,
+// ORGSVC_ISSUER_URL, ORGSVC_AUDIENCE, …) that sets its default; secrets such as
+// the database password belong in the variable, not on the command line.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/orgedge/edge/devissuer"
+	"github.com/orgedge/edge/identity"
+	"github.com/orgedge/edge/orgsvc"
+	"github.com/orgedge/edge/orgsvc/store"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "orgsvc:", err)
+		os.Exit(1)
+	}
+}
+
+// env returns the environment variable's value, or def.
+func env(name, def string) string {
+	if v, ok := os.LookupEnv(name); ok {
+		return v
+	}
+	return def
+}
+
+func durationEnv(name string, def time.Duration) time.Duration {
+	if v, ok := os.LookupEnv(name); ok {
+		if d, err := time.ParseDuration(v); err == nil {
+			return d
+		}
+		fmt.Fprintf(os.Stderr, "orgsvc: ignoring %s=%q: not a duration\n", name, v)
+	}
+	return def
+}
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("orgsvc", flag.ContinueOnError)
+	var (
+		addr      = fs.String("addr", env("ORGSVC_ADDR", "127.0.0.1:8082"), "listen address ($ORGSVC_ADDR)")
+		database  = fs.String("database", env("ORGSVC_DATABASE", ""), "postgres:// DSN, or a SQLite file path ($ORGSVC_DATABASE)")
+		issuer    = fs.String("issuer", env("ORGSVC_ISSUER_URL", ""), "OIDC issuer URL ($ORGSVC_ISSUER_URL)")
+		audience  = fs.String("audience", env("ORGSVC_AUDIENCE", ""), "required token audience (aud or azp); empty accepts any ($ORGSVC_AUDIENCE)")
+		invTTL    = fs.Duration("invitation-ttl", durationEnv("ORGSVC_INVITATION_TTL", 7*24*time.Hour), "how long invitations stay pending ($ORGSVC_INVITATION_TTL)")
+		provision = fs.Duration("provision-delay", durationEnv("ORGSVC_PROVISION_DELAY", 2*time.Second), "PROVISIONING time of a new environment ($ORGSVC_PROVISION_DELAY)")
+		logFormat = fs.String("log-format", env("ORGSVC_LOG_FORMAT", "json"), "text or json ($ORGSVC_LOG_FORMAT)")
+		dev       = fs.Bool("dev", false, "development mode: start a development issuer on 127.0.0.1:8081 and use SQLite in -data")
+		dataDir   = fs.String("data", "", "with -dev: directory for the SQLite file (default: a new temporary directory)")
+	)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *dev && *logFormat == "json" && os.Getenv("ORGSVC_LOG_FORMAT") == "" {
+		*logFormat = "text"
+	}
+	log, err := newLogger(*logFormat)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	if *dev {
+		iss, err := devissuer.Start("127.0.0.1:8081", devissuer.DefaultConfig())
+		if err != nil {
+			return fmt.Errorf("start development issuer: %w", err)
+		}
+		defer iss.Close()
+		*issuer = iss.URL()
+		if *database == "" {
+			dir := *dataDir
+			if dir == "" {
+				if dir, err = os.MkdirTemp("", "orgsvc-dev-"); err != nil {
+					return err
+				}
+				defer os.RemoveAll(dir)
+			}
+			*database = filepath.Join(dir, "orgsvc.db")
+		}
+	}
+	switch {
+	case *issuer == "":
+		return errors.New("-issuer (or ORGSVC_ISSUER_URL) is required; for a try-out use -dev")
+	case *database == "":
+		return errors.New("-database (or ORGSVC_DATABASE) is required: a postgres:// DSN or a SQLite file path")
+	}
+
+	openCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	st, err := store.Open(openCtx, *database)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("open database: %w", err)
+	}
+	defer st.Close()
+
+	verifier, err := identity.NewVerifier(identity.Config{IssuerURL: *issuer, Audience: *audience})
+	if err != nil {
+		return err
+	}
+	svc, err := orgsvc.New(orgsvc.Config{
+		Store: st, Auth: verifier, InvitationTTL: *invTTL, ProvisionDelay: *provision, Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return err
+	}
+	srv := orgsvc.NewServer(*addr, svc.Handler())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	log.Info("orgsvc listening", "addr", ln.Addr().String(), "issuer", *issuer, "database", redactDSN(*database))
+	if *dev {
+		printDev(ln.Addr().String(), *issuer, *database)
+	}
+
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down: draining open calls")
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+func newLogger(format string) (*slog.Logger, error) {
+	switch format {
+	case "json":
+		return slog.New(slog.NewJSONHandler(os.Stderr, nil)), nil
+	case "text":
+		return slog.New(slog.NewTextHandler(os.Stderr, nil)), nil
+	}
+	return nil, fmt.Errorf("-log-format must be text or json, not %q", format)
+}
+
+// redactDSN hides a password in a postgres:// DSN.
+func redactDSN(dsn string) string {
+	if i := strings.Index(dsn, "://"); i >= 0 {
+		if at := strings.LastIndex(dsn, "@"); at > i {
+			if colon := strings.Index(dsn[i+3:at], ":"); colon >= 0 {
+				return dsn[:i+3+colon] + ":***" + dsn[at:]
+			}
+		}
+	}
+	return dsn
+}
+
+func printDev(addr, issuer, database string) {
+	fmt.Printf(`
+orgsvc development mode
+  backend  http://%[1]s   (Connect, gRPC, gRPC-Web, HTTP/JSON; h2c)
+  issuer   %[2]s
+  database %[3]s
+
+Credentials:
+  client credentials: svc-admin, svc-env-manager, svc-viewer (secret dev-secret)
+  password grant (client cli): alice/alice (free), bob/bob (pro), carol/carol (enterprise),
+                               any free-<x>, pro-<x>, enterprise-<x> with password dev
+
+Try:
+  TOKEN=$(curl -s -d grant_type=password -d client_id=cli -d username=alice -d password=alice %[2]s/protocol/openid-connect/token | sed -E 's/.*"access_token":"([^"]+)".*/\1/')
+  curl -s -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' -d '{"name":"acme","billingEmail":"billing@acme.example"}' http://%[1]s/svc.v1.OrganizationService/CreateOrganization
+
+Ctrl-C stops everything.
+`, addr, issuer, database)
+}

@@ -1,0 +1,147 @@
+// Package orgsvc is the backend behind the edge: OrganizationService on SQL
+// storage, with minimal but honest EnvironmentService and BlueprintService,
+// served over Connect, gRPC, gRPC-Web and HTTP/JSON by connect-go.
+//
+// It verifies every caller's bearer token itself and never trusts identity
+// headers. It does not rate-limit, meter or replay: that is the edge's job.
+package orgsvc
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"connectrpc.com/connect"
+	"connectrpc.com/grpchealth"
+	"connectrpc.com/grpcreflect"
+
+	"github.com/orgedge/edge/gen/svc/v1/svcv1connect"
+	"github.com/orgedge/edge/orgsvc/catalog"
+	"github.com/orgedge/edge/orgsvc/store"
+)
+
+// Config configures a Service.
+type Config struct {
+	Store store.Store   // required
+	Auth  Authenticator // required
+	// InvitationTTL is how long an invitation stays pending. Default 7 days.
+	InvitationTTL time.Duration
+	// ProvisionDelay is how long a new environment stays PROVISIONING before
+	// it is RUNNING. Default 2s.
+	ProvisionDelay time.Duration
+	// WatchPoll is how often a WatchEnvironment stream re-reads storage, to
+	// see changes made by other replicas. Default 2s.
+	WatchPoll time.Duration
+	// MaxRequestBytes bounds a request message. Default 4 MiB.
+	MaxRequestBytes int
+	Now             func() time.Time // default time.Now
+	Logger          *slog.Logger     // default slog.Default()
+}
+
+// Service implements the API's backend services.
+type Service struct {
+	store    store.Store
+	auth     Authenticator
+	catalog  *catalog.Catalog
+	watchers *hub
+	activity activity
+	log      *slog.Logger
+	now      func() time.Time
+
+	invitationTTL  time.Duration
+	provisionDelay time.Duration
+	watchPoll      time.Duration
+	maxBytes       int
+}
+
+// New returns a Service.
+func New(cfg Config) (*Service, error) {
+	if cfg.Store == nil || cfg.Auth == nil {
+		return nil, errors.New("orgsvc: Store and Auth are required")
+	}
+	s := &Service{
+		store:          cfg.Store,
+		auth:           cfg.Auth,
+		catalog:        catalog.Builtin(),
+		watchers:       newHub(),
+		log:            cfg.Logger,
+		now:            cfg.Now,
+		invitationTTL:  cfg.InvitationTTL,
+		provisionDelay: cfg.ProvisionDelay,
+		watchPoll:      cfg.WatchPoll,
+		maxBytes:       cfg.MaxRequestBytes,
+	}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.invitationTTL <= 0 {
+		s.invitationTTL = 7 * 24 * time.Hour
+	}
+	if s.provisionDelay < 0 {
+		return nil, errors.New("orgsvc: ProvisionDelay must not be negative")
+	}
+	if s.provisionDelay == 0 {
+		s.provisionDelay = 2 * time.Second
+	}
+	if s.watchPoll <= 0 {
+		s.watchPoll = 2 * time.Second
+	}
+	if s.maxBytes <= 0 {
+		s.maxBytes = 4 << 20
+	}
+	return s, nil
+}
+
+// Handler serves every service of the API, gRPC health checking and gRPC
+// server reflection.
+func (s *Service) Handler() http.Handler {
+	opts := []connect.HandlerOption{
+		connect.WithInterceptors(interceptor{s}),
+		connect.WithReadMaxBytes(s.maxBytes),
+	}
+	mux := http.NewServeMux()
+	mux.Handle(svcv1connect.NewOrganizationServiceHandler(organizations{s}, opts...))
+	mux.Handle(svcv1connect.NewEnvironmentServiceHandler(environments{s}, opts...))
+	mux.Handle(svcv1connect.NewBlueprintServiceHandler(blueprints{s}, opts...))
+
+	names := []string{
+		svcv1connect.OrganizationServiceName,
+		svcv1connect.EnvironmentServiceName,
+		svcv1connect.BlueprintServiceName,
+	}
+	mux.Handle(grpchealth.NewHandler(healthChecker{s.store, names}))
+	reflector := grpcreflect.NewStaticReflector(names...)
+	mux.Handle(grpcreflect.NewHandlerV1(reflector))
+	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
+	return mux
+}
+
+// Ready reports whether storage answers.
+func (s *Service) Ready(ctx context.Context) error { return s.store.Ping(ctx) }
+
+// healthChecker reports SERVING while storage answers.
+type healthChecker struct {
+	store store.Store
+	names []string
+}
+
+func (h healthChecker) Check(ctx context.Context, req *grpchealth.CheckRequest) (*grpchealth.CheckResponse, error) {
+	known := req.Service == ""
+	for _, n := range h.names {
+		known = known || n == req.Service
+	}
+	if !known {
+		return nil, connect.NewError(connect.CodeNotFound, errors.New("unknown service "+req.Service))
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := h.store.Ping(ctx); err != nil {
+		return &grpchealth.CheckResponse{Status: grpchealth.StatusNotServing}, nil
+	}
+	return &grpchealth.CheckResponse{Status: grpchealth.StatusServing}, nil
+}
