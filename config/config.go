@@ -1,0 +1,130 @@
+// Package config loads and validates the edge's configuration: one YAML file,
+// with environment variables overriding addresses and secrets. Validation
+// names the field at fault. The shipped defaults hold the specification's
+// tables.
+//
+// It only describes configuration; the packages of the edge read it.
+package config
+
+import "time"
+
+// Config is the edge's whole configuration.
+type Config struct {
+	Listen   Listen   `yaml:"listen"`
+	Admin    Admin    `yaml:"admin"`
+	Upstream Upstream `yaml:"upstream"`
+	OIDC     OIDC     `yaml:"oidc"`
+	Requests Requests `yaml:"requests"`
+	Redis    Redis    `yaml:"redis"`
+	// Operations is the operation table, one row per procedure of the API.
+	// Default DefaultOperations(); a list in the file replaces it whole.
+	Operations []Operation `yaml:"operations"`
+	Log        Log         `yaml:"log"`
+}
+
+// Listen is the API listener.
+type Listen struct {
+	// Addr is host:port. Default 127.0.0.1:8080. Env EDGE_LISTEN_ADDR.
+	Addr string `yaml:"addr"`
+	// TLS, when both files are set, serves HTTPS with ALPN h2 and http/1.1;
+	// otherwise HTTP/1.1 and cleartext HTTP/2. Env EDGE_TLS_CERT_FILE, EDGE_TLS_KEY_FILE.
+	TLS TLS `yaml:"tls"`
+	// ReadHeaderTimeout bounds reading a request's headers. Default 5s.
+	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
+	// IdleTimeout closes idle keep-alive connections. Default 2m.
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// MaxHeaderBytes bounds a request's headers. Default 64 KiB.
+	MaxHeaderBytes ByteSize `yaml:"max_header_bytes"`
+	// ShutdownGrace is how long open calls may drain on shutdown. Default 30s.
+	ShutdownGrace time.Duration `yaml:"shutdown_grace"`
+}
+
+// TLS names a certificate and its key, PEM files.
+type TLS struct {
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+}
+
+// Admin is the admin listener: /metrics, /healthz, /readyz.
+type Admin struct {
+	// Addr is host:port. Default 127.0.0.1:9090. Env EDGE_ADMIN_ADDR.
+	Addr string `yaml:"addr"`
+}
+
+// Upstream is the backend the edge forwards to, over cleartext HTTP/2.
+type Upstream struct {
+	// URL is http://host:port. Required. Env EDGE_UPSTREAM_URL.
+	URL string `yaml:"url"`
+	// DialTimeout bounds connecting to the backend. Default 2s.
+	DialTimeout time.Duration `yaml:"dial_timeout"`
+}
+
+// OIDC configures token verification.
+type OIDC struct {
+	// IssuerURL is the OIDC issuer. Required. Env EDGE_OIDC_ISSUER_URL.
+	IssuerURL string `yaml:"issuer_url"`
+	// Audience, when set, must be the token's aud or azp. Env EDGE_OIDC_AUDIENCE.
+	Audience string `yaml:"audience"`
+	// ClockSkew tolerated on exp. Default 30s; at most 5m.
+	ClockSkew time.Duration `yaml:"clock_skew"`
+	// RoleClaims are dotted claim paths holding roles; "${azp}" stands for
+	// the token's azp. Default Keycloak's realm and client roles.
+	RoleClaims []string `yaml:"role_claims"`
+	// PlanClaim names the claim carrying the subject's plan. Default "plan".
+	PlanClaim string `yaml:"plan_claim"`
+	// TokenCacheSize bounds the verified-token cache. Default 100000.
+	TokenCacheSize int `yaml:"token_cache_size"`
+	// HTTPTimeout bounds discovery and JWKS requests. Default 5s.
+	HTTPTimeout time.Duration `yaml:"http_timeout"`
+}
+
+// Requests bounds what clients send and how long calls may run.
+type Requests struct {
+	// MaxBodyBytes bounds a request body. Default 4 MiB.
+	MaxBodyBytes ByteSize `yaml:"max_body_bytes"`
+	// MaxUnaryTimeout caps a unary call's deadline, and is the deadline of a
+	// call that sets none. Default 30s.
+	MaxUnaryTimeout time.Duration `yaml:"max_unary_timeout"`
+	// MaxStreamTimeout caps a streaming call's deadline, and is the deadline
+	// of a stream that sets none. Default 1h.
+	MaxStreamTimeout time.Duration `yaml:"max_stream_timeout"`
+}
+
+// Redis is the edge's shared state.
+type Redis struct {
+	// Addr is one Redis host:port. Env EDGE_REDIS_ADDR.
+	Addr string `yaml:"addr"`
+	// ClusterAddrs, instead of Addr, are seed nodes of a Redis Cluster.
+	// Env EDGE_REDIS_CLUSTER_ADDRS (comma-separated).
+	ClusterAddrs []string `yaml:"cluster_addrs"`
+	// Username and Password authenticate to Redis. Env EDGE_REDIS_USERNAME,
+	// EDGE_REDIS_PASSWORD (prefer the variable for the password).
+	Username string `yaml:"username"`
+	Password string `yaml:"password"`
+	// Timeout bounds every Redis call. Default 50ms.
+	Timeout time.Duration `yaml:"timeout"`
+}
+
+// Operation is one row of the operation table: what the edge applies to
+// one procedure.
+type Operation struct {
+	// Procedure is "/svc.v1.<Service>/<Method>"; it must be a method of the API.
+	Procedure string `yaml:"procedure"`
+	// ServiceAccountRoles: a service account needs one of them. People are
+	// not checked here: the backend decides by organization membership.
+	ServiceAccountRoles []string `yaml:"service_account_roles"`
+	// Idempotent makes the edge honor Idempotency-Key (unary only).
+	Idempotent bool `yaml:"idempotent"`
+}
+
+// Log configures logging.
+type Log struct {
+	// Format is json (default) or text. Env EDGE_LOG_FORMAT.
+	Format string `yaml:"format"`
+	// Level is debug, info (default), warn or error. Env EDGE_LOG_LEVEL.
+	Level string `yaml:"level"`
+}
+
+// ByteSize is a size in bytes; in YAML an integer or a string with a unit:
+// "4MiB", "64KiB", "1GiB", "512B" (also KB/MB/GB as powers of 1000).
+type ByteSize int64

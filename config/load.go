@@ -1,0 +1,277 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// maxFileSize bounds the configuration file: a real one is a few KiB, and a
+// bound keeps a wrong path (a log, a device) from being read whole.
+const maxFileSize = 1 * MiB
+
+// Load reads the YAML file at path onto Default, applies the environment
+// overrides (ApplyEnv with os.Getenv), and validates the result.
+//
+// A field the file omits keeps its default. A list the file sets replaces
+// the default list: in particular an operations list replaces the whole
+// default operation table, and must then hold a row for every procedure.
+//
+// Errors name the field by its YAML path and, where the file sets it, its
+// line; a value that came from an environment variable says so. Every
+// problem found is reported, one per line.
+func Load(path string) (*Config, error) {
+	data, err := readFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	c, lines, err := parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	c.ApplyEnv(os.Getenv)
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, locate(err, lines, envSources(os.Getenv)))
+	}
+	return c, nil
+}
+
+// Parse decodes YAML onto Default, without environment overrides and
+// without validation; Load is Parse, ApplyEnv and Validate. Unknown fields,
+// malformed values and a second YAML document are errors. Empty data
+// yields Default.
+func Parse(data []byte) (*Config, error) {
+	c, _, err := parse(data)
+	return c, err
+}
+
+func readFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, int64(maxFileSize)+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > int(maxFileSize) {
+		return nil, fmt.Errorf("%s: larger than %s", path, maxFileSize)
+	}
+	return data, nil
+}
+
+func parse(data []byte) (*Config, *lineIndex, error) {
+	c := Default()
+	idx := &lineIndex{path: map[string]int{}, line: map[int]string{}}
+
+	var doc yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return c, idx, nil
+		}
+		return nil, nil, err
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		if err != nil {
+			return nil, nil, err
+		}
+		return nil, nil, fmt.Errorf("line %d: a second YAML document; the file must hold one", extra.Line)
+	}
+
+	w := walker{idx: idx, unknown: map[int]bool{}}
+	w.walk(&doc, reflect.TypeFor[Config](), "")
+
+	// The walk names unknown fields by path; the decoder, strict as well,
+	// reports malformed values and whatever the walk does not follow
+	// (aliases), each with its line.
+	strict := yaml.NewDecoder(bytes.NewReader(data))
+	strict.KnownFields(true)
+	err := strict.Decode(c)
+	var te *yaml.TypeError
+	switch {
+	case errors.As(err, &te):
+		for _, s := range te.Errors {
+			line, msg := splitLine(s)
+			if w.unknown[line] && strings.Contains(msg, " not found in type ") {
+				continue // reported by the walk, with its path
+			}
+			w.probs = append(w.probs, &fieldError{line: line, path: idx.line[line], msg: msg})
+		}
+	case err != nil:
+		return nil, nil, err
+	}
+	if len(w.probs) > 0 {
+		slices.SortStableFunc(w.probs, func(a, b *fieldError) int { return a.line - b.line })
+		return nil, nil, w.probs
+	}
+	if len(c.Redis.ClusterAddrs) == 0 {
+		c.Redis.ClusterAddrs = nil // "cluster_addrs: []" means the default, none
+	}
+	return c, idx, nil
+}
+
+// splitLine splits yaml's "line 12: message" into 12 and "message".
+func splitLine(s string) (int, string) {
+	rest, ok := strings.CutPrefix(s, "line ")
+	if !ok {
+		return 0, s
+	}
+	num, msg, ok := strings.Cut(rest, ": ")
+	n, err := strconv.Atoi(num)
+	if !ok || err != nil {
+		return 0, s
+	}
+	return n, msg
+}
+
+// lineIndex maps YAML paths to the lines that set them and back.
+type lineIndex struct {
+	path map[string]int // "operations[3].procedure" -> 41
+	line map[int]string // 41 -> "operations[3].procedure"; the first field on the line
+}
+
+// of returns the line of path or, failing that, of its nearest enclosing
+// field in the file; 0 if none.
+func (x *lineIndex) of(path string) int {
+	for path != "" {
+		if l, ok := x.path[path]; ok {
+			return l
+		}
+		if strings.HasSuffix(path, "]") {
+			path = path[:strings.LastIndexByte(path, '[')]
+		} else if i := strings.LastIndexByte(path, '.'); i >= 0 {
+			path = path[:i]
+		} else {
+			path = ""
+		}
+	}
+	return 0
+}
+
+// walker follows a YAML document alongside the Go types it decodes into,
+// recording where each field is set and reporting unknown fields by path.
+// It does not follow aliases: the strict decoder checks those, and not
+// expanding them keeps the walk linear in the file's size.
+type walker struct {
+	idx     *lineIndex
+	unknown map[int]bool // lines with an unknown field reported
+	probs   problems
+}
+
+func (w *walker) record(path string, line int, onLine bool) {
+	if _, ok := w.idx.path[path]; !ok {
+		w.idx.path[path] = line
+	}
+	if _, ok := w.idx.line[line]; onLine && !ok {
+		w.idx.line[line] = path
+	}
+}
+
+func (w *walker) walk(n *yaml.Node, t reflect.Type, path string) {
+	switch n.Kind {
+	case yaml.DocumentNode:
+		for _, c := range n.Content {
+			w.walk(c, t, path)
+		}
+	case yaml.MappingNode:
+		if t.Kind() != reflect.Struct {
+			return // the decoder reports the mismatch
+		}
+		fields, names := yamlFields(t)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			if k.Kind != yaml.ScalarNode {
+				continue
+			}
+			if k.Value == "<<" && k.ShortTag() == "!!merge" {
+				w.walk(v, t, path)
+				continue
+			}
+			p := k.Value
+			if path != "" {
+				p = path + "." + k.Value
+			}
+			ft, ok := fields[k.Value]
+			if !ok {
+				w.unknown[k.Line] = true
+				w.probs = append(w.probs, &fieldError{line: k.Line, path: p,
+					msg: "unknown field; expected one of " + strings.Join(names, ", ")})
+				continue
+			}
+			w.record(p, k.Line, true)
+			w.walk(v, ft, p)
+		}
+	case yaml.SequenceNode:
+		if t.Kind() != reflect.Slice {
+			return
+		}
+		for i, c := range n.Content {
+			p := path + "[" + strconv.Itoa(i) + "]"
+			// A mapping item's line is better named by its first field.
+			w.record(p, c.Line, c.Kind != yaml.MappingNode)
+			w.walk(c, t.Elem(), p)
+		}
+	}
+}
+
+// yamlFields returns a struct's YAML keys with their types, and the keys in
+// declaration order for messages.
+func yamlFields(t reflect.Type) (map[string]reflect.Type, []string) {
+	fields := make(map[string]reflect.Type, t.NumField())
+	var names []string
+	for f := range t.Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if name == "-" || !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = strings.ToLower(f.Name)
+		}
+		fields[name] = f.Type
+		names = append(names, name)
+	}
+	return fields, names
+}
+
+// locate adds to each validation problem where its value came from: the
+// environment variables that set it, or else its line in the file.
+func locate(err error, lines *lineIndex, env map[string]string) error {
+	ps, ok := err.(problems)
+	if !ok {
+		return err
+	}
+	for _, p := range ps {
+		if names := fromEnv(p.path, env); len(names) > 0 {
+			p.msg += " (set by " + strings.Join(names, ", ") + ")"
+			continue
+		}
+		if p.line == 0 {
+			p.line = lines.of(p.path)
+		}
+	}
+	return ps
+}
+
+// fromEnv returns the variables that set path, an element of it, or a field
+// inside it ("listen.tls" is set by EDGE_TLS_CERT_FILE and EDGE_TLS_KEY_FILE).
+func fromEnv(path string, env map[string]string) []string {
+	var names []string
+	for p, name := range env {
+		if path == p || strings.HasPrefix(path, p+"[") || strings.HasPrefix(p, path+".") {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}

@@ -1,0 +1,290 @@
+package config
+
+import (
+	"crypto/tls"
+	"fmt"
+	"maps"
+	"net"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Bounds the edge relies on.
+const (
+	maxClockSkew    = 5 * time.Minute
+	maxRedisTimeout = 10 * time.Second
+	minBodyBytes    = 1 * KiB
+	minHeaderBytes  = 1 * KiB
+)
+
+// Validate checks the whole configuration and reports every problem, each
+// naming its field by YAML path ("upstream.url: …"), in the order of the
+// fields. Redis may be left unset: the development mode supplies its own.
+// Validate reads the TLS files, if any, to check that they form a key pair.
+func (c *Config) Validate() error {
+	var p problems
+
+	checkListenAddr(&p, "listen.addr", c.Listen.Addr)
+	checkTLS(&p, c.Listen.TLS)
+	checkPositive(&p, "listen.read_header_timeout", c.Listen.ReadHeaderTimeout)
+	checkPositive(&p, "listen.idle_timeout", c.Listen.IdleTimeout)
+	checkMinSize(&p, "listen.max_header_bytes", c.Listen.MaxHeaderBytes, minHeaderBytes)
+	checkPositive(&p, "listen.shutdown_grace", c.Listen.ShutdownGrace)
+
+	checkListenAddr(&p, "admin.addr", c.Admin.Addr)
+	if c.Admin.Addr == c.Listen.Addr && !strings.HasSuffix(c.Admin.Addr, ":0") && c.Admin.Addr != "" {
+		p.add("admin.addr", "must differ from listen.addr")
+	}
+
+	checkUpstreamURL(&p, "upstream.url", c.Upstream.URL)
+	checkPositive(&p, "upstream.dial_timeout", c.Upstream.DialTimeout)
+
+	checkIssuerURL(&p, "oidc.issuer_url", c.OIDC.IssuerURL)
+	if c.OIDC.ClockSkew < 0 || c.OIDC.ClockSkew > maxClockSkew {
+		p.add("oidc.clock_skew", "must be between 0s and %s, not %s", maxClockSkew, c.OIDC.ClockSkew)
+	}
+	checkRoleClaims(&p, "oidc.role_claims", c.OIDC.RoleClaims)
+	if c.OIDC.PlanClaim == "" {
+		p.add("oidc.plan_claim", "must be set")
+	}
+	if c.OIDC.TokenCacheSize < 1 {
+		p.add("oidc.token_cache_size", "must be at least 1, not %d", c.OIDC.TokenCacheSize)
+	}
+	checkPositive(&p, "oidc.http_timeout", c.OIDC.HTTPTimeout)
+
+	checkMinSize(&p, "requests.max_body_bytes", c.Requests.MaxBodyBytes, minBodyBytes)
+	checkPositive(&p, "requests.max_unary_timeout", c.Requests.MaxUnaryTimeout)
+	checkPositive(&p, "requests.max_stream_timeout", c.Requests.MaxStreamTimeout)
+
+	checkRedis(&p, c.Redis)
+	checkOperations(&p, c.Operations)
+
+	switch c.Log.Format {
+	case "json", "text":
+	default:
+		p.add("log.format", "must be json or text, not %q", c.Log.Format)
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		p.add("log.level", "must be debug, info, warn or error, not %q", c.Log.Level)
+	}
+	return p.err()
+}
+
+func checkPositive(p *problems, path string, d time.Duration) {
+	if d <= 0 {
+		p.add(path, "must be positive, not %s", d)
+	}
+}
+
+func checkMinSize(p *problems, path string, n, least ByteSize) {
+	if n < least {
+		p.add(path, "must be at least %s, not %s", least, n)
+	}
+}
+
+// checkListenAddr accepts host:port with an empty host (every interface)
+// and port 0 (any free port, for tests).
+func checkListenAddr(p *problems, path, addr string) {
+	checkAddr(p, path, addr, 0, false)
+}
+
+// checkDialAddr accepts host:port with a host and a port from 1.
+func checkDialAddr(p *problems, path, addr string) {
+	checkAddr(p, path, addr, 1, true)
+}
+
+func checkAddr(p *problems, path, addr string, minPort int, needHost bool) {
+	if addr == "" {
+		p.add(path, "must be set, as host:port")
+		return
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		p.add(path, "%q is not host:port", addr)
+		return
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < minPort || n > 65535 {
+		p.add(path, "%q: port must be a number from %d to 65535", addr, minPort)
+		return
+	}
+	if needHost && host == "" {
+		p.add(path, "%q: needs a host", addr)
+	}
+}
+
+func checkTLS(p *problems, t TLS) {
+	switch {
+	case t.CertFile == "" && t.KeyFile == "":
+		return
+	case t.CertFile == "":
+		p.add("listen.tls.cert_file", "must be set when listen.tls.key_file is")
+		return
+	case t.KeyFile == "":
+		p.add("listen.tls.key_file", "must be set when listen.tls.cert_file is")
+		return
+	}
+	certOK := checkFile(p, "listen.tls.cert_file", t.CertFile)
+	keyOK := checkFile(p, "listen.tls.key_file", t.KeyFile)
+	if !certOK || !keyOK {
+		return
+	}
+	if _, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile); err != nil {
+		p.add("listen.tls", "cert_file and key_file do not load as a key pair: %v", err)
+	}
+}
+
+func checkFile(p *problems, path, name string) bool {
+	fi, err := os.Stat(name)
+	switch {
+	case err != nil:
+		p.add(path, "%v", err)
+		return false
+	case !fi.Mode().IsRegular():
+		p.add(path, "%s is not a regular file", name)
+		return false
+	}
+	return true
+}
+
+// checkUpstreamURL accepts http://host[:port][/]: the edge forwards each
+// call's own path, and speaks cleartext HTTP/2 (h2c) to the backend.
+func checkUpstreamURL(p *problems, path, raw string) {
+	const want = "must be an http:// URL with a host"
+	if raw == "" {
+		p.add(path, "must be set, as http://host:port")
+		return
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		p.add(path, "%s: %v", want, urlCause(err))
+		return
+	}
+	switch {
+	case u.Scheme == "https":
+		p.add(path, "TLS to the backend is not supported yet: the edge speaks cleartext HTTP/2 (h2c) to it; use http://host:port")
+		return
+	case u.Scheme != "http" || u.Host == "" || u.Hostname() == "":
+		p.add(path, "%s", want)
+		return
+	}
+	checkURLRest(p, path, u)
+	if u.Path != "" && u.Path != "/" {
+		p.add(path, "must not have a path (%q): the edge forwards each call's /svc.v1.<Service>/<Method> as is", u.Path)
+	}
+}
+
+// checkIssuerURL accepts an absolute http(s) URL with a host; go-oidc then
+// checks that discovery names the same issuer.
+func checkIssuerURL(p *problems, path, raw string) {
+	const want = "must be an absolute http:// or https:// URL with a host"
+	if raw == "" {
+		p.add(path, "must be set, as the issuer's URL")
+		return
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		p.add(path, "%s: %v", want, urlCause(err))
+		return
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Hostname() == "" {
+		p.add(path, "%s", want)
+		return
+	}
+	checkURLRest(p, path, u)
+}
+
+func checkURLRest(p *problems, path string, u *url.URL) {
+	if u.User != nil {
+		p.add(path, "must not carry credentials")
+	}
+	if port := u.Port(); port != "" {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			p.add(path, "port must be a number from 1 to 65535")
+		}
+	}
+	if u.RawQuery != "" || u.Fragment != "" || u.ForceQuery {
+		p.add(path, "must not have a query or fragment")
+	}
+}
+
+// urlCause unwraps a *url.Error to its cause: the url.Error repeats the whole
+// URL, which the message quotes already or should not (credentials).
+func urlCause(err error) error {
+	if ue, ok := err.(*url.Error); ok {
+		return ue.Err
+	}
+	return err
+}
+
+func checkRoleClaims(p *problems, path string, claims []string) {
+	if len(claims) == 0 {
+		p.add(path, "must name at least one claim path")
+		return
+	}
+	for i, c := range claims {
+		if c == "" || slices.Contains(strings.Split(c, "."), "") {
+			p.add(fmt.Sprintf("%s[%d]", path, i), "%q is not a dotted claim path such as realm_access.roles", c)
+		}
+	}
+}
+
+func checkRedis(p *problems, r Redis) {
+	if r.Addr != "" {
+		checkDialAddr(p, "redis.addr", r.Addr)
+		if len(r.ClusterAddrs) > 0 {
+			p.add("redis.cluster_addrs", "must be empty when redis.addr is set: name one Redis or the seeds of a cluster, not both")
+		}
+	}
+	for i, a := range r.ClusterAddrs {
+		checkDialAddr(p, fmt.Sprintf("redis.cluster_addrs[%d]", i), a)
+	}
+	if r.Timeout <= 0 || r.Timeout > maxRedisTimeout {
+		p.add("redis.timeout", "must be positive and at most %s, not %s", maxRedisTimeout, r.Timeout)
+	}
+}
+
+// checkOperations requires one valid row per procedure of the API, so that a
+// table that lost a row cannot silently open or close an operation.
+func checkOperations(p *problems, ops []Operation) {
+	if len(ops) == 0 {
+		p.add("operations", "empty: list a row for every procedure, or omit operations to use the default table")
+		return
+	}
+	seen := make(map[string]int, len(ops))
+	for i, op := range ops {
+		base := fmt.Sprintf("operations[%d]", i)
+		info, known := LookupProcedure(op.Procedure)
+		switch j, dup := seen[op.Procedure]; {
+		case op.Procedure == "":
+			p.add(base+".procedure", "must be set")
+		case !known:
+			p.add(base+".procedure", "unknown procedure %q", op.Procedure)
+		case dup:
+			p.add(base+".procedure", "%q is listed already, as operations[%d]", op.Procedure, j)
+		default:
+			seen[op.Procedure] = i
+		}
+		if len(op.ServiceAccountRoles) == 0 {
+			p.add(base+".service_account_roles", "must name at least one role")
+		}
+		for j, r := range op.ServiceAccountRoles {
+			if rest, ok := strings.CutPrefix(r, "svc-"); !ok || rest == "" {
+				p.add(fmt.Sprintf("%s.service_account_roles[%d]", base, j), "%q is not a service-account role: it must start with \"svc-\"", r)
+			}
+		}
+		if op.Idempotent && known && info.Streaming() {
+			p.add(base+".idempotent", "%q is a streaming procedure; Idempotency-Key applies to unary calls only", op.Procedure)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(procedures())) {
+		if _, ok := seen[name]; !ok {
+			p.add("operations", "no row for %q (a list in the file replaces the whole default table)", name)
+		}
+	}
+}

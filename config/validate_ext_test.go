@@ -1,0 +1,269 @@
+package config_test
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"math/big"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/orgedge/edge/config"
+)
+
+// valid returns the defaults with the two required URLs set: the smallest
+// configuration that validates.
+func valid() *config.Config {
+	c := config.Default()
+	c.Upstream.URL = "http://127.0.0.1:8082"
+	c.OIDC.IssuerURL = "http://127.0.0.1:8081/realms/dev"
+	return c
+}
+
+func TestValidDefaultsPass(t *testing.T) {
+	t.Parallel()
+	if err := valid().Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestDefaultAloneNeedsUpstreamAndIssuer(t *testing.T) {
+	t.Parallel()
+	err := config.Default().Validate()
+	want := "2 problems:\n" +
+		"  upstream.url: must be set, as http://host:port\n" +
+		"  oidc.issuer_url: must be set, as the issuer's URL"
+	if err == nil || err.Error() != want {
+		t.Fatalf("Validate() = %v\nwant %s", err, want)
+	}
+}
+
+// TestValidateNamesTheField changes one field per case, so each case has
+// exactly one problem and the whole message is compared.
+func TestValidateNamesTheField(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		change func(c *config.Config)
+		want   string
+	}{
+		// Listen and admin addresses.
+		{"listen addr empty", func(c *config.Config) { c.Listen.Addr = "" }, `listen.addr: must be set, as host:port`},
+		{"listen addr without port", func(c *config.Config) { c.Listen.Addr = "localhost" }, `listen.addr: "localhost" is not host:port`},
+		{"listen port too big", func(c *config.Config) { c.Listen.Addr = "127.0.0.1:65536" }, `listen.addr: "127.0.0.1:65536": port must be a number from 0 to 65535`},
+		{"listen port named", func(c *config.Config) { c.Listen.Addr = "127.0.0.1:http" }, `listen.addr: "127.0.0.1:http": port must be a number from 0 to 65535`},
+		{"admin addr bad", func(c *config.Config) { c.Admin.Addr = "9090" }, `admin.addr: "9090" is not host:port`},
+		{"admin same as listen", func(c *config.Config) { c.Admin.Addr = c.Listen.Addr }, `admin.addr: must differ from listen.addr`},
+
+		// Listen timeouts and sizes.
+		{"read header timeout zero", func(c *config.Config) { c.Listen.ReadHeaderTimeout = 0 }, `listen.read_header_timeout: must be positive, not 0s`},
+		{"idle timeout negative", func(c *config.Config) { c.Listen.IdleTimeout = -time.Second }, `listen.idle_timeout: must be positive, not -1s`},
+		{"header bytes small", func(c *config.Config) { c.Listen.MaxHeaderBytes = 512 }, `listen.max_header_bytes: must be at least 1KiB, not 512B`},
+		{"shutdown grace zero", func(c *config.Config) { c.Listen.ShutdownGrace = 0 }, `listen.shutdown_grace: must be positive, not 0s`},
+
+		// TLS pairs (files are in TestTLSKeyPair).
+		{"tls cert without key", func(c *config.Config) { c.Listen.TLS.CertFile = "tls.crt" }, `listen.tls.key_file: must be set when listen.tls.cert_file is`},
+		{"tls key without cert", func(c *config.Config) { c.Listen.TLS.KeyFile = "tls.key" }, `listen.tls.cert_file: must be set when listen.tls.key_file is`},
+
+		// Upstream.
+		{"upstream https", func(c *config.Config) { c.Upstream.URL = "https://backend:8443" }, `upstream.url: TLS to the backend is not supported yet: the edge speaks cleartext HTTP/2 (h2c) to it; use http://host:port`},
+		{"upstream no scheme", func(c *config.Config) { c.Upstream.URL = "127.0.0.1:8082" }, `upstream.url: must be an http:// URL with a host: first path segment in URL cannot contain colon`},
+		{"upstream grpc scheme", func(c *config.Config) { c.Upstream.URL = "grpc://backend:8082" }, `upstream.url: must be an http:// URL with a host`},
+		{"upstream no host", func(c *config.Config) { c.Upstream.URL = "http:///x" }, `upstream.url: must be an http:// URL with a host`},
+		{"upstream port only", func(c *config.Config) { c.Upstream.URL = "http://:8082" }, `upstream.url: must be an http:// URL with a host`},
+		{"upstream path", func(c *config.Config) { c.Upstream.URL = "http://backend:8082/api" }, `upstream.url: must not have a path ("/api"): the edge forwards each call's /svc.v1.<Service>/<Method> as is`},
+		{"upstream query", func(c *config.Config) { c.Upstream.URL = "http://backend:8082/?a=b" }, `upstream.url: must not have a query or fragment`},
+		{"upstream credentials", func(c *config.Config) { c.Upstream.URL = "http://u:p@backend:8082" }, `upstream.url: must not carry credentials`},
+		{"upstream port zero", func(c *config.Config) { c.Upstream.URL = "http://backend:0" }, `upstream.url: port must be a number from 1 to 65535`},
+		{"dial timeout zero", func(c *config.Config) { c.Upstream.DialTimeout = 0 }, `upstream.dial_timeout: must be positive, not 0s`},
+
+		// OIDC.
+		{"issuer relative", func(c *config.Config) { c.OIDC.IssuerURL = "/realms/dev" }, `oidc.issuer_url: must be an absolute http:// or https:// URL with a host`},
+		{"issuer ftp", func(c *config.Config) { c.OIDC.IssuerURL = "ftp://idp/realms/dev" }, `oidc.issuer_url: must be an absolute http:// or https:// URL with a host`},
+		{"issuer fragment", func(c *config.Config) { c.OIDC.IssuerURL = "https://idp/realms/dev#x" }, `oidc.issuer_url: must not have a query or fragment`},
+		{"clock skew negative", func(c *config.Config) { c.OIDC.ClockSkew = -time.Second }, `oidc.clock_skew: must be between 0s and 5m0s, not -1s`},
+		{"clock skew large", func(c *config.Config) { c.OIDC.ClockSkew = 6 * time.Minute }, `oidc.clock_skew: must be between 0s and 5m0s, not 6m0s`},
+		{"role claims empty", func(c *config.Config) { c.OIDC.RoleClaims = nil }, `oidc.role_claims: must name at least one claim path`},
+		{"role claim bad path", func(c *config.Config) { c.OIDC.RoleClaims = []string{"roles", "realm_access..roles"} }, `oidc.role_claims[1]: "realm_access..roles" is not a dotted claim path such as realm_access.roles`},
+		{"plan claim empty", func(c *config.Config) { c.OIDC.PlanClaim = "" }, `oidc.plan_claim: must be set`},
+		{"token cache zero", func(c *config.Config) { c.OIDC.TokenCacheSize = 0 }, `oidc.token_cache_size: must be at least 1, not 0`},
+		{"http timeout zero", func(c *config.Config) { c.OIDC.HTTPTimeout = 0 }, `oidc.http_timeout: must be positive, not 0s`},
+
+		// Requests.
+		{"body bytes small", func(c *config.Config) { c.Requests.MaxBodyBytes = 1023 }, `requests.max_body_bytes: must be at least 1KiB, not 1023B`},
+		{"unary timeout zero", func(c *config.Config) { c.Requests.MaxUnaryTimeout = 0 }, `requests.max_unary_timeout: must be positive, not 0s`},
+		{"stream timeout zero", func(c *config.Config) { c.Requests.MaxStreamTimeout = 0 }, `requests.max_stream_timeout: must be positive, not 0s`},
+
+		// Redis.
+		{"redis addr and cluster", func(c *config.Config) {
+			c.Redis.Addr = "redis:6379"
+			c.Redis.ClusterAddrs = []string{"redis-0:6379"}
+		}, `redis.cluster_addrs: must be empty when redis.addr is set: name one Redis or the seeds of a cluster, not both`},
+		{"redis addr without host", func(c *config.Config) { c.Redis.Addr = ":6379" }, `redis.addr: ":6379": needs a host`},
+		{"redis addr port zero", func(c *config.Config) { c.Redis.Addr = "redis:0" }, `redis.addr: "redis:0": port must be a number from 1 to 65535`},
+		{"redis cluster addr bad", func(c *config.Config) { c.Redis.ClusterAddrs = []string{"redis-0:6379", "redis-1"} }, `redis.cluster_addrs[1]: "redis-1" is not host:port`},
+		{"redis timeout zero", func(c *config.Config) { c.Redis.Timeout = 0 }, `redis.timeout: must be positive and at most 10s, not 0s`},
+		{"redis timeout large", func(c *config.Config) { c.Redis.Timeout = 11 * time.Second }, `redis.timeout: must be positive and at most 10s, not 11s`},
+
+		// Operations.
+		{"operations empty", func(c *config.Config) { c.Operations = nil }, `operations: empty: list a row for every procedure, or omit operations to use the default table`},
+		{"operation unknown", func(c *config.Config) { c.Operations[3].Procedure = "/svc.v1.X/Y" }, "2 problems:\n" +
+			`  operations[3].procedure: unknown procedure "/svc.v1.X/Y"` + "\n" +
+			`  operations: no row for "/svc.v1.EnvironmentService/DeleteEnvironment" (a list in the file replaces the whole default table)`},
+		{"operation duplicate", func(c *config.Config) { c.Operations = append(c.Operations, c.Operations[2]) }, `operations[22].procedure: "/svc.v1.EnvironmentService/CreateEnvironment" is listed already, as operations[2]`},
+		{"operation missing", func(c *config.Config) { c.Operations = c.Operations[:21] }, `operations: no row for "/svc.v1.UsageService/GetUsage" (a list in the file replaces the whole default table)`},
+		{"operation without roles", func(c *config.Config) { c.Operations[0].ServiceAccountRoles = nil }, `operations[0].service_account_roles: must name at least one role`},
+		{"operation person role", func(c *config.Config) { c.Operations[1].ServiceAccountRoles = []string{"svc-admin", "admin"} }, `operations[1].service_account_roles[1]: "admin" is not a service-account role: it must start with "svc-"`},
+		{"operation bare prefix", func(c *config.Config) { c.Operations[1].ServiceAccountRoles = []string{"svc-"} }, `operations[1].service_account_roles[0]: "svc-" is not a service-account role: it must start with "svc-"`},
+		{"idempotent stream", func(c *config.Config) { c.Operations[6].Idempotent = true }, `operations[6].idempotent: "/svc.v1.EnvironmentService/WatchEnvironment" is a streaming procedure; Idempotency-Key applies to unary calls only`},
+
+		// Log.
+		{"log format", func(c *config.Config) { c.Log.Format = "JSON" }, `log.format: must be json or text, not "JSON"`},
+		{"log level", func(c *config.Config) { c.Log.Level = "warning" }, `log.level: must be debug, info, warn or error, not "warning"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := valid()
+			tt.change(c)
+			err := c.Validate()
+			if err == nil || err.Error() != tt.want {
+				t.Errorf("Validate() = %v\nwant %s", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestValidateAcceptsTheOtherForms(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		change func(c *config.Config)
+	}{
+		{"every interface", func(c *config.Config) { c.Listen.Addr = ":8080" }},
+		{"any free ports, as in tests", func(c *config.Config) { c.Listen.Addr, c.Admin.Addr = "127.0.0.1:0", "127.0.0.1:0" }},
+		{"ipv6 listen", func(c *config.Config) { c.Listen.Addr = "[::1]:8080" }},
+		{"upstream with slash", func(c *config.Config) { c.Upstream.URL = "http://backend.internal:8082/" }},
+		{"upstream default port", func(c *config.Config) { c.Upstream.URL = "http://backend.internal" }},
+		{"https issuer", func(c *config.Config) { c.OIDC.IssuerURL = "https://id.example.com/realms/prod" }},
+		{"zero skew", func(c *config.Config) { c.OIDC.ClockSkew = 0 }},
+		{"single redis", func(c *config.Config) { c.Redis.Addr = "redis.internal:6379" }},
+		{"redis cluster", func(c *config.Config) { c.Redis.ClusterAddrs = []string{"redis-0:6379", "[fd00::1]:6379"} }},
+		{"custom service role", func(c *config.Config) { c.Operations[0].ServiceAccountRoles = []string{"svc-catalog-reader"} }},
+		{"unary longer than stream", func(c *config.Config) { c.Requests.MaxUnaryTimeout = 2 * time.Hour }},
+		{"text debug log", func(c *config.Config) { c.Log.Format, c.Log.Level = "text", "debug" }},
+	}
+	for _, tt := range tests {
+		c := valid()
+		tt.change(c)
+		if err := c.Validate(); err != nil {
+			t.Errorf("%s: %v", tt.name, err)
+		}
+	}
+}
+
+func TestValidateReportsEveryProblemInFieldOrder(t *testing.T) {
+	t.Parallel()
+	c := valid()
+	c.Log.Level = "loud"
+	c.Listen.Addr = "nope"
+	c.Redis.Timeout = 0
+	c.Upstream.URL = "https://backend:8443"
+	err := c.Validate()
+	want := "4 problems:\n" +
+		`  listen.addr: "nope" is not host:port` + "\n" +
+		"  upstream.url: TLS to the backend is not supported yet: the edge speaks cleartext HTTP/2 (h2c) to it; use http://host:port\n" +
+		"  redis.timeout: must be positive and at most 10s, not 0s\n" +
+		`  log.level: must be debug, info, warn or error, not "loud"`
+	if err == nil || err.Error() != want {
+		t.Fatalf("Validate() = %v\nwant %s", err, want)
+	}
+	var unwrapper interface{ Unwrap() []error }
+	if !errors.As(err, &unwrapper) || len(unwrapper.Unwrap()) != 4 {
+		t.Errorf("the error does not unwrap to its 4 problems")
+	}
+}
+
+func TestTLSKeyPair(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cert, key := writeSelfSigned(t, dir, "a")
+	_, otherKey := writeSelfSigned(t, dir, "b")
+	missing := filepath.Join(dir, "missing.pem")
+
+	// want is the start of the message: the rest is the standard library's.
+	tests := []struct {
+		name      string
+		cert, key string
+		want      string
+	}{
+		{name: "matching pair", cert: cert, key: key},
+		{name: "key of another cert", cert: cert, key: otherKey,
+			want: "listen.tls: cert_file and key_file do not load as a key pair: tls: private key does not match public key"},
+		{name: "cert missing", cert: missing, key: key,
+			want: "listen.tls.cert_file: stat " + missing + ": no such file or directory"},
+		{name: "both missing", cert: missing, key: missing,
+			want: "2 problems:\n  listen.tls.cert_file: stat " + missing + ": no such file or directory\n  listen.tls.key_file: stat " + missing + ": no such file or directory"},
+		{name: "directory", cert: cert, key: dir,
+			want: "listen.tls.key_file: " + dir + " is not a regular file"},
+		{name: "cert and key swapped", cert: key, key: cert,
+			want: "listen.tls: cert_file and key_file do not load as a key pair: tls: failed to find certificate PEM data"},
+	}
+	for _, tt := range tests {
+		c := valid()
+		c.Listen.TLS = config.TLS{CertFile: tt.cert, KeyFile: tt.key}
+		err := c.Validate()
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("%s: %v", tt.name, err)
+		case tt.want != "" && (err == nil || !strings.HasPrefix(err.Error(), tt.want)):
+			t.Errorf("%s: Validate() = %v\nwant %s", tt.name, err, tt.want)
+		}
+	}
+}
+
+// writeSelfSigned writes a self-signed certificate for 127.0.0.1 and its key
+// as PEM files in dir, and returns their paths.
+func writeSelfSigned(t *testing.T, dir, name string) (certFile, keyFile string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1),
+		Subject:      pkix.Name{CommonName: "edge test " + name},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+		DNSNames:     []string{"localhost"},
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile = filepath.Join(dir, name+".crt")
+	keyFile = filepath.Join(dir, name+".key")
+	writeFile(t, certFile, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})))
+	writeFile(t, keyFile, string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})))
+	return certFile, keyFile
+}
+
+func writeFile(t *testing.T, name, content string) {
+	t.Helper()
+	if err := os.WriteFile(name, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
