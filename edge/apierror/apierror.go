@@ -1,0 +1,117 @@
+// Package apierror builds the errors the edge answers itself and writes them
+// in the caller's protocol: Connect (unary and streaming), gRPC, gRPC-Web and
+// plain HTTP/JSON. It also reshapes the backend's Connect JSON error bodies
+// into the API specification's shape for JSON callers ([RewriteJSON]).
+//
+// Every error it builds carries exactly one google.rpc.ErrorInfo, as every
+// error of the API does. For JSON callers each detail keeps Connect's "type"
+// and base64 "value" and adds the protobuf JSON form of the detail as an Any
+// ("@type" and the message's fields), so the body has the specification's
+// shape and Connect clients still decode it.
+//
+// It does not decide which code or reason a refusal gets: the step of the
+// chain that refuses does.
+package apierror
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// Domain is the ErrorInfo domain of the errors the edge answers itself. The
+// backend's errors name the service that answered instead.
+const Domain = "edge"
+
+// An Option adds to an error built by [New].
+type Option func(*options)
+
+type options struct {
+	meta    map[string]string
+	details []proto.Message
+	header  http.Header
+}
+
+// WithMetadata adds a key and value to the ErrorInfo's metadata (for example
+// "required_roles"). A later value for the same key replaces an earlier one.
+func WithMetadata(key, value string) Option {
+	return func(o *options) {
+		if o.meta == nil {
+			o.meta = make(map[string]string)
+		}
+		o.meta[key] = value
+	}
+}
+
+// WithDetail adds a detail after the ErrorInfo: a google.rpc.RetryInfo,
+// QuotaFailure, BadRequest or any other message. A nil message, or an
+// ErrorInfo (the error has exactly one, built from New's arguments), is
+// ignored.
+func WithDetail(msg proto.Message) Option {
+	return func(o *options) {
+		if msg == nil {
+			return
+		}
+		if _, isInfo := msg.(*errdetails.ErrorInfo); isInfo {
+			return
+		}
+		o.details = append(o.details, msg)
+	}
+}
+
+// WithHeader adds a response header (for example WWW-Authenticate) to the
+// error's metadata. [Write] sends it as an HTTP header to Connect unary and
+// HTTP/JSON callers and as connect-go's error writer does to the others
+// (trailers for gRPC and Connect streaming, headers for gRPC-Web). Protocol
+// headers such as Content-Type are never sent.
+func WithHeader(key, value string) Option {
+	return func(o *options) {
+		if o.header == nil {
+			o.header = make(http.Header)
+		}
+		o.header.Add(key, value)
+	}
+}
+
+// WithRetryAfter tells the caller when to try again: a google.rpc.RetryInfo
+// detail and a Retry-After header. Both carry the same whole number of
+// seconds, d rounded up and at least one, since the header cannot say less.
+func WithRetryAfter(d time.Duration) Option {
+	secs := max(int64((d+time.Second-1)/time.Second), 1)
+	return func(o *options) {
+		WithDetail(&errdetails.RetryInfo{RetryDelay: durationpb.New(time.Duration(secs) * time.Second)})(o)
+		WithHeader("Retry-After", strconv.FormatInt(secs, 10))(o)
+	}
+}
+
+// New returns an error with the code and message and a single
+// google.rpc.ErrorInfo naming the reason (upper snake case, for example
+// RATE_LIMIT_EXCEEDED) in the edge's [Domain]. The ErrorInfo is the first
+// detail; details from options follow in order.
+func New(code connect.Code, reason, message string, opts ...Option) *connect.Error {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	err := connect.NewError(code, errors.New(message))
+	info := &errdetails.ErrorInfo{Reason: reason, Domain: Domain, Metadata: o.meta}
+	for _, msg := range append([]proto.Message{info}, o.details...) {
+		// NewErrorDetail fails only for a message that cannot be marshalled;
+		// dropping that detail beats failing to answer at all.
+		if d, derr := connect.NewErrorDetail(msg); derr == nil {
+			err.AddDetail(d)
+		}
+	}
+	for key, values := range o.header {
+		for _, v := range values {
+			err.Meta().Add(key, v)
+		}
+	}
+	return err
+}

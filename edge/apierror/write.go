@@ -1,0 +1,245 @@
+package apierror
+
+import (
+	"encoding/base64"
+	"errors"
+	"mime"
+	"net/http"
+
+	"connectrpc.com/connect"
+)
+
+// errorWriter writes every protocol but unary JSON; it is safe for
+// concurrent use.
+var errorWriter = connect.NewErrorWriter()
+
+// acceptPost lists the content types the edge serves, sorted, in the form
+// connect-go's handler sends with a 415 (it lists "; charset=utf-8" forms
+// separately). gRPC-Web text is the edge's addition: connect-go does not
+// serve it.
+const acceptPost = "application/connect+json, application/connect+json; charset=utf-8, application/connect+proto, " +
+	"application/grpc, application/grpc+json, application/grpc+json; charset=utf-8, application/grpc+proto, " +
+	"application/grpc-web, application/grpc-web+json, application/grpc-web+json; charset=utf-8, application/grpc-web+proto, " +
+	"application/grpc-web-text, application/grpc-web-text+json, application/grpc-web-text+proto, " +
+	"application/json, application/json; charset=utf-8, application/proto"
+
+// protocol is how an error must be written to a request.
+type protocol int
+
+const (
+	unsupported protocol = iota
+	unaryJSON            // Connect unary JSON or plain HTTP/JSON: our JSON body
+	rpc                  // anything connect.ErrorWriter writes as it should
+	grpcWebText          // gRPC-Web text: a trailers-only response
+)
+
+// mediaTypes maps each content type the edge serves (without parameters) to
+// how its errors are written. It lists exactly the codecs the edge serves, so
+// application/grpc+xml is unsupported, as connect-go's handler says.
+var mediaTypes = map[string]protocol{
+	"application/json":                unaryJSON,
+	"application/proto":               rpc,
+	"application/connect+json":        rpc,
+	"application/connect+proto":       rpc,
+	"application/grpc":                rpc,
+	"application/grpc+proto":          rpc,
+	"application/grpc+json":           rpc,
+	"application/grpc-web":            rpc,
+	"application/grpc-web+proto":      rpc,
+	"application/grpc-web+json":       rpc,
+	"application/grpc-web-text":       grpcWebText,
+	"application/grpc-web-text+proto": grpcWebText,
+	"application/grpc-web-text+json":  grpcWebText,
+}
+
+func protocolOf(r *http.Request) protocol {
+	switch r.Method {
+	case http.MethodPost:
+	case http.MethodGet:
+		// Connect's GET form; its errors are always JSON, and a caller that
+		// asked for JSON messages reads the specification's shape.
+		if r.URL.Query().Get("encoding") == "proto" {
+			return rpc
+		}
+		return unaryJSON
+	default:
+		return unsupported
+	}
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil {
+		return unsupported
+	}
+	return mediaTypes[mt]
+}
+
+// Write writes err in the protocol of r: the specification's JSON body with
+// Connect's HTTP status for Connect unary JSON and plain HTTP/JSON callers
+// (a GET included, unless it asked for proto), and connect-go's
+// [connect.ErrorWriter] for the others. err.Meta() goes out as connect-go
+// sends it: response headers for Connect unary and JSON callers (and
+// gRPC-Web, whose error is trailers-only), trailers for gRPC and Connect
+// streaming; none for a wire error (one received from an upstream), as
+// connect-go's handlers do. A request in no protocol the edge serves gets
+// 415 ([WriteUnsupportedMediaType]), or 405 for a method other than GET and
+// POST. A nil err is written as internal.
+//
+// Write neither reads nor closes the request body, and must be called before
+// anything else is written to w.
+func Write(w http.ResponseWriter, r *http.Request, err *connect.Error) {
+	if err == nil {
+		err = connect.NewError(connect.CodeInternal, errors.New("internal error"))
+	}
+	switch protocolOf(r) {
+	case unaryJSON:
+		writeJSON(w, err)
+	case rpc:
+		_ = errorWriter.Write(w, r, err)
+	case grpcWebText:
+		// A trailers-only response has no body, so it is the same in text
+		// and binary gRPC-Web but for its Content-Type.
+		ct := r.Header.Get("Content-Type")
+		binary := r.Clone(r.Context())
+		binary.Header.Set("Content-Type", "application/grpc-web")
+		_ = errorWriter.Write(contentTypeWriter{w, ct}, binary, err)
+	default:
+		if r.Method == http.MethodPost {
+			WriteUnsupportedMediaType(w)
+		} else {
+			WriteMethodNotAllowed(w)
+		}
+	}
+}
+
+// WriteUnsupportedMediaType answers a request whose Content-Type names no
+// protocol the edge serves, as the Connect and gRPC specifications say and
+// connect-go's handler does: 415 Unsupported Media Type, an Accept-Post
+// header listing the content types served, and no body.
+func WriteUnsupportedMediaType(w http.ResponseWriter) {
+	w.Header().Set("Accept-Post", acceptPost)
+	w.WriteHeader(http.StatusUnsupportedMediaType)
+}
+
+// WriteMethodNotAllowed answers a request with a method other than POST and
+// Connect's GET, as connect-go's handler does: 405 Method Not Allowed, an
+// Allow header, and no body.
+func WriteMethodNotAllowed(w http.ResponseWriter) {
+	w.Header().Set("Allow", "GET, POST")
+	w.WriteHeader(http.StatusMethodNotAllowed)
+}
+
+// contentTypeWriter sets Content-Type just before the status goes out,
+// replacing what connect.ErrorWriter set.
+type contentTypeWriter struct {
+	http.ResponseWriter
+	contentType string
+}
+
+func (w contentTypeWriter) WriteHeader(status int) {
+	w.Header().Set("Content-Type", w.contentType)
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func writeJSON(w http.ResponseWriter, err *connect.Error) {
+	h := w.Header()
+	if !connect.IsWireError(err) {
+		for key, values := range err.Meta() {
+			if _, isProtocol := protocolHeaders[http.CanonicalHeaderKey(key)]; !isProtocol && len(values) > 0 {
+				h[key] = append(h[key], values...)
+			}
+		}
+	}
+	h.Set("Content-Type", "application/json")
+	w.WriteHeader(httpStatus(err.Code()))
+	_, _ = w.Write(marshalError(err))
+}
+
+// marshalError returns the specification's JSON body for err.
+func marshalError(err *connect.Error) []byte {
+	body := object{
+		{"code", quote(err.Code().String())},
+		{"message", quote(err.Message())},
+	}
+	if ds := err.Details(); len(ds) > 0 {
+		details := make([][]byte, len(ds))
+		for i, d := range ds {
+			value := d.Bytes()
+			detail := object{
+				{"type", quote(d.Type())},
+				// Unpadded, as connect-go writes it.
+				{"value", quote(base64.RawStdEncoding.EncodeToString(value))},
+			}
+			if flat, ok := withAny(detail, d.Type(), value); ok {
+				detail = flat
+			}
+			details[i] = detail.marshal()
+		}
+		body = append(body, member{"details", marshalArray(details)})
+	}
+	return body.marshal()
+}
+
+// httpStatus is connect-go's connectCodeToHTTP (protocol_connect.go,
+// v1.21.1), the Connect protocol's mapping of codes to HTTP statuses; a test
+// holds it to connect.ErrorWriter for every code.
+func httpStatus(code connect.Code) int {
+	switch code {
+	case connect.CodeCanceled:
+		return 499
+	case connect.CodeUnknown:
+		return 500
+	case connect.CodeInvalidArgument:
+		return 400
+	case connect.CodeDeadlineExceeded:
+		return 504
+	case connect.CodeNotFound:
+		return 404
+	case connect.CodeAlreadyExists:
+		return 409
+	case connect.CodePermissionDenied:
+		return 403
+	case connect.CodeResourceExhausted:
+		return 429
+	case connect.CodeFailedPrecondition:
+		return 400
+	case connect.CodeAborted:
+		return 409
+	case connect.CodeOutOfRange:
+		return 400
+	case connect.CodeUnimplemented:
+		return 501
+	case connect.CodeInternal:
+		return 500
+	case connect.CodeUnavailable:
+		return 503
+	case connect.CodeDataLoss:
+		return 500
+	case connect.CodeUnauthenticated:
+		return 401
+	default:
+		return 500
+	}
+}
+
+// protocolHeaders are the headers error metadata may not set; connect-go's
+// list (header.go, v1.21.1).
+var protocolHeaders = map[string]struct{}{
+	"Content-Type":             {},
+	"Content-Length":           {},
+	"Content-Encoding":         {},
+	"Host":                     {},
+	"User-Agent":               {},
+	"Trailer":                  {},
+	"Date":                     {},
+	"Accept-Encoding":          {},
+	"Trailer-":                 {},
+	"Connect-Content-Encoding": {},
+	"Connect-Accept-Encoding":  {},
+	"Connect-Timeout-Ms":       {},
+	"Connect-Protocol-Version": {},
+	"Grpc-Encoding":            {},
+	"Grpc-Accept-Encoding":     {},
+	"Grpc-Timeout":             {},
+	"Grpc-Status":              {},
+	"Grpc-Message":             {},
+	"Grpc-Status-Details-Bin":  {},
+}
