@@ -52,7 +52,7 @@ const MaxTokenBytes = 8 << 10
 func BearerToken(h http.Header) (string, error) {
 	vals := h.Values("Authorization")
 	if len(vals) == 0 || vals[0] == "" {
-		return "", &Error{Reason: ReasonTokenMissing, Message: "missing bearer token: send Authorization: Bearer <access token>"}
+		return "", &Error{Reason: ReasonTokenMissing, Message: "missing bearer token: send the header Authorization with the value Bearer and an access token"}
 	}
 	if len(vals) > 1 {
 		return "", &Error{Reason: ReasonTokenInvalid, Message: "more than one Authorization header"}

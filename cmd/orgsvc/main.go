@@ -15,8 +15,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -25,9 +23,7 @@ import (
 	"time"
 
 	"github.com/orgedge/edge/devissuer"
-	"github.com/orgedge/edge/identity"
 	"github.com/orgedge/edge/orgsvc"
-	"github.com/orgedge/edge/orgsvc/store"
 )
 
 func main() {
@@ -106,48 +102,27 @@ func run(args []string) error {
 		return errors.New("-database (or ORGSVC_DATABASE) is required: a postgres:// DSN or a SQLite file path")
 	}
 
-	openCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	st, err := store.Open(openCtx, *database)
-	cancel()
-	if err != nil {
-		return fmt.Errorf("open database: %w", err)
-	}
-	defer st.Close()
-
-	verifier, err := identity.NewVerifier(identity.Config{IssuerURL: *issuer, Audience: *audience})
-	if err != nil {
-		return err
-	}
-	svc, err := orgsvc.New(orgsvc.Config{
-		Store: st, Auth: verifier, InvitationTTL: *invTTL, ProvisionDelay: *provision, Logger: log,
+	running, err := orgsvc.Start(ctx, orgsvc.RunOptions{
+		Addr: *addr, Database: *database, IssuerURL: *issuer, Audience: *audience, Logger: log,
+		Config: orgsvc.Config{InvitationTTL: *invTTL, ProvisionDelay: *provision},
 	})
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", *addr)
-	if err != nil {
-		return err
-	}
-	srv := orgsvc.NewServer(*addr, svc.Handler())
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	log.Info("orgsvc listening", "addr", ln.Addr().String(), "issuer", *issuer, "database", redactDSN(*database))
+	log.Info("orgsvc listening", "addr", running.Addr, "issuer", *issuer, "database", redactDSN(*database))
 	if *dev {
-		printDev(ln.Addr().String(), *issuer, *database)
+		printDev(running.Addr, *issuer, *database)
 	}
 
 	select {
-	case err := <-served:
+	case err := <-running.Done():
 		return err
 	case <-ctx.Done():
 	}
 	log.Info("shutting down: draining open calls")
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+	return running.Shutdown(shutdownCtx)
 }
 
 func newLogger(format string) (*slog.Logger, error) {
