@@ -1,0 +1,118 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+
+	"github.com/orgedge/edge/config"
+	"github.com/orgedge/edge/devissuer"
+	"github.com/orgedge/edge/orgsvc"
+)
+
+// The development mode's addresses: a public contract (docs, examples and
+// outside checks use them).
+const (
+	devAPIAddr     = "127.0.0.1:8080"
+	devAdminAddr   = "127.0.0.1:9090"
+	devIssuerAddr  = "127.0.0.1:8081"
+	devBackendAddr = "127.0.0.1:8082"
+)
+
+// devStack is everything the development mode runs besides the edge.
+type devStack struct {
+	config  *config.Config
+	issuer  *devissuer.Server
+	backend *orgsvc.Running
+	redis   *miniredis.Miniredis
+	dataDir string
+	tmpDir  string
+}
+
+func startDev(ctx context.Context, dataDir string) (*devStack, error) {
+	d := &devStack{dataDir: dataDir}
+	ok := false
+	defer func() {
+		if !ok {
+			d.stop()
+		}
+	}()
+	var err error
+	if d.issuer, err = devissuer.Start(devIssuerAddr, devissuer.DefaultConfig()); err != nil {
+		return nil, fmt.Errorf("development issuer on %s: %w", devIssuerAddr, err)
+	}
+	if d.dataDir == "" {
+		if d.tmpDir, err = os.MkdirTemp("", "edge-dev-"); err != nil {
+			return nil, err
+		}
+		d.dataDir = d.tmpDir
+	}
+	if d.backend, err = orgsvc.Start(ctx, orgsvc.RunOptions{
+		Addr: devBackendAddr, Database: filepath.Join(d.dataDir, "orgsvc.db"), IssuerURL: d.issuer.URL(),
+	}); err != nil {
+		return nil, fmt.Errorf("backend on %s: %w", devBackendAddr, err)
+	}
+	d.redis = miniredis.NewMiniRedis()
+	if err := d.redis.StartAddr("127.0.0.1:0"); err != nil {
+		return nil, fmt.Errorf("embedded redis: %w", err)
+	}
+
+	cfg := config.Default()
+	cfg.Listen.Addr, cfg.Admin.Addr = devAPIAddr, devAdminAddr
+	cfg.Upstream.URL = "http://" + devBackendAddr
+	cfg.OIDC.IssuerURL = d.issuer.URL()
+	cfg.Redis.Addr = d.redis.Addr()
+	cfg.Log.Format = "text"
+	cfg.ApplyEnv(os.Getenv)
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	d.config = cfg
+	ok = true
+	return d, nil
+}
+
+func (d *devStack) stop() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if d.backend != nil {
+		_ = d.backend.Shutdown(ctx)
+	}
+	if d.issuer != nil {
+		_ = d.issuer.Shutdown(ctx)
+	}
+	if d.redis != nil {
+		d.redis.Close()
+	}
+	if d.tmpDir != "" {
+		_ = os.RemoveAll(d.tmpDir)
+	}
+}
+
+func (d *devStack) print(api, admin string) {
+	iss := d.issuer.URL()
+	fmt.Printf(`
+edge development mode: everything on loopback, in this process
+
+  edge API     http://%[1]s   Connect, gRPC (h2c), gRPC-Web, HTTP/JSON
+  admin        http://%[2]s   /healthz /readyz /metrics
+  issuer       %[3]s
+  backend      http://%[4]s   (SQLite in %[5]s)
+  redis        %[6]s   (embedded, in memory)
+
+Credentials (tokens live 10 minutes):
+  client credentials  svc-admin, svc-env-manager, svc-viewer   secret dev-secret
+  password grant      client cli: alice/alice (free), bob/bob (pro), carol/carol (enterprise)
+                      any free-<x>, pro-<x>, enterprise-<x> with password dev
+
+Try:
+  TOKEN=$(curl -s -d grant_type=password -d client_id=cli -d username=alice -d password=alice %[3]s/protocol/openid-connect/token | sed -E 's/.*"access_token":"([^"]+)".*/\1/')
+  curl -s -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' -d '{"name":"acme","billingEmail":"billing@acme.example"}' http://%[1]s/svc.v1.OrganizationService/CreateOrganization
+
+Ctrl-C stops everything.
+`, api, admin, iss, d.backend.Addr, d.dataDir, d.redis.Addr())
+}

@@ -1,0 +1,115 @@
+// Command edge runs the API edge in front of the backend.
+//
+//	edge -config /etc/edge/edge.yaml     # production: a YAML file, secrets from EDGE_* variables
+//	edge -check-config /etc/edge/edge.yaml
+//	edge -dev                            # the whole stack in one process, on loopback
+//
+// See docs/edge.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"syscall"
+
+	"github.com/orgedge/edge/config"
+	"github.com/orgedge/edge/edge"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "edge:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("edge", flag.ContinueOnError)
+	var (
+		configFile = fs.String("config", os.Getenv("EDGE_CONFIG"), "YAML configuration file ($EDGE_CONFIG)")
+		check      = fs.String("check-config", "", "validate this configuration file (with EDGE_* overrides) and exit")
+		dev        = fs.Bool("dev", false, "development mode: run the backend, an issuer and an embedded Redis too, on loopback")
+		dataDir    = fs.String("data", "", "with -dev: directory for the backend's SQLite file (default: a new temporary directory)")
+	)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *check != "" {
+		if _, err := config.Load(*check); err != nil {
+			return err
+		}
+		fmt.Printf("%s: ok\n", *check)
+		return nil
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	var (
+		cfg *config.Config
+		err error
+		env *devStack
+	)
+	if *dev {
+		if env, err = startDev(ctx, *dataDir); err != nil {
+			return err
+		}
+		defer env.stop()
+		cfg = env.config
+	} else {
+		if *configFile == "" {
+			return errors.New("-config (or EDGE_CONFIG) is required; to try the edge out, use -dev")
+		}
+		if cfg, err = config.Load(*configFile); err != nil {
+			return err
+		}
+	}
+	log := newLogger(cfg.Log)
+	slog.SetDefault(log)
+
+	app, err := edge.NewApp(cfg, log, version())
+	if err != nil {
+		return err
+	}
+	defer app.Close()
+	if err := app.Listen(); err != nil {
+		return err
+	}
+	log.Info("edge listening", "api", app.APIAddr(), "admin", app.AdminAddr(), "upstream", cfg.Upstream.URL, "issuer", cfg.OIDC.IssuerURL, "tls", cfg.Listen.TLS.CertFile != "")
+	if env != nil {
+		env.print(app.APIAddr(), app.AdminAddr())
+	}
+
+	select {
+	case err := <-app.Failed():
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down: draining open calls", "grace", cfg.Listen.ShutdownGrace)
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.Listen.ShutdownGrace)
+	defer cancel()
+	return app.Shutdown(shutdownCtx)
+}
+
+func newLogger(c config.Log) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(c.Level))
+	opts := &slog.HandlerOptions{Level: level}
+	if c.Format == "text" {
+		return slog.New(slog.NewTextHandler(os.Stderr, opts))
+	}
+	return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+}
+
+func version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "devel"
+}

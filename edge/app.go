@@ -1,0 +1,159 @@
+package edge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/orgedge/edge/config"
+	"github.com/orgedge/edge/edge/authn"
+	"github.com/orgedge/edge/edge/classify"
+	"github.com/orgedge/edge/identity"
+)
+
+// App is a running edge: its API and admin listeners and what they share.
+type App struct {
+	cfg                *config.Config
+	log                *slog.Logger
+	api, admin         *http.Server
+	apiAddr, adminAddr string
+	redis              redis.UniversalClient
+	failed             chan error
+}
+
+// NewApp builds the edge from validated configuration. It contacts
+// nothing: the issuer and Redis are reached on first use.
+func NewApp(cfg *config.Config, log *slog.Logger, version string) (*App, error) {
+	verifier, err := identity.NewVerifier(identity.Config{
+		IssuerURL: cfg.OIDC.IssuerURL, Audience: cfg.OIDC.Audience, ClockSkew: cfg.OIDC.ClockSkew,
+		RoleClaims: cfg.OIDC.RoleClaims, PlanClaim: cfg.OIDC.PlanClaim, HTTPTimeout: cfg.OIDC.HTTPTimeout,
+	})
+	if err != nil {
+		return nil, err
+	}
+	auth := authn.New(verifier, cfg.OIDC.TokenCacheSize, cfg.OIDC.ClockSkew)
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	procs := classify.Procedures{}
+	for name, info := range config.Procedures() {
+		procs[name] = info.Streaming()
+	}
+	handler, err := New(Options{
+		Config: cfg, Auth: auth, Procedures: procs, Logger: log,
+		Metrics: NewMetrics(reg, auth, version),
+	})
+	if err != nil {
+		return nil, err
+	}
+
+	a := &App{cfg: cfg, log: log, failed: make(chan error, 2)}
+	checks := []Check{{Name: "issuer", Func: verifier.Ready}}
+	if addrs := redisAddrs(cfg.Redis); len(addrs) > 0 {
+		a.redis = redis.NewUniversalClient(&redis.UniversalOptions{
+			Addrs: addrs, IsClusterMode: len(cfg.Redis.ClusterAddrs) > 0,
+			Username: cfg.Redis.Username, Password: cfg.Redis.Password,
+			DialTimeout: time.Second, ReadTimeout: cfg.Redis.Timeout, WriteTimeout: cfg.Redis.Timeout,
+		})
+		checks = append(checks, Check{Name: "redis", Func: func(ctx context.Context) error { return a.redis.Ping(ctx).Err() }})
+	}
+
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	if cfg.Listen.TLS.CertFile != "" {
+		protocols.SetHTTP2(true) // ALPN h2
+	} else {
+		protocols.SetUnencryptedHTTP2(true) // h2c: gRPC without TLS
+	}
+	a.api = &http.Server{
+		Addr:              cfg.Listen.Addr,
+		Handler:           handler,
+		Protocols:         &protocols,
+		ReadHeaderTimeout: cfg.Listen.ReadHeaderTimeout,
+		IdleTimeout:       cfg.Listen.IdleTimeout,
+		MaxHeaderBytes:    int(cfg.Listen.MaxHeaderBytes),
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		// No read or write timeout: streams are long. Every call has a
+		// deadline of its own (requests.max_*_timeout).
+	}
+	a.admin = &http.Server{
+		Addr:              cfg.Admin.Addr,
+		Handler:           AdminHandler(reg, checks...),
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      30 * time.Second,
+	}
+	return a, nil
+}
+
+func redisAddrs(r config.Redis) []string {
+	if len(r.ClusterAddrs) > 0 {
+		return r.ClusterAddrs
+	}
+	if r.Addr != "" {
+		return []string{r.Addr}
+	}
+	return nil
+}
+
+// Listen binds both listeners and serves them in the background.
+func (a *App) Listen() error {
+	apiLn, err := net.Listen("tcp", a.api.Addr)
+	if err != nil {
+		return fmt.Errorf("listen.addr: %w", err)
+	}
+	adminLn, err := net.Listen("tcp", a.admin.Addr)
+	if err != nil {
+		_ = apiLn.Close()
+		return fmt.Errorf("admin.addr: %w", err)
+	}
+	a.apiAddr, a.adminAddr = apiLn.Addr().String(), adminLn.Addr().String()
+	tls := a.cfg.Listen.TLS
+	go func() {
+		var err error
+		if tls.CertFile != "" {
+			err = a.api.ServeTLS(apiLn, tls.CertFile, tls.KeyFile)
+		} else {
+			err = a.api.Serve(apiLn)
+		}
+		if !errors.Is(err, http.ErrServerClosed) {
+			a.failed <- fmt.Errorf("api listener: %w", err)
+		}
+	}()
+	go func() {
+		if err := a.admin.Serve(adminLn); !errors.Is(err, http.ErrServerClosed) {
+			a.failed <- fmt.Errorf("admin listener: %w", err)
+		}
+	}()
+	return nil
+}
+
+// Shutdown stops accepting calls and waits for open ones, streams
+// included, until ctx ends; the admin listener goes last so that probes see
+// the drain.
+func (a *App) Shutdown(ctx context.Context) error {
+	err := a.api.Shutdown(ctx)
+	return errors.Join(err, a.admin.Shutdown(ctx))
+}
+
+// Close releases what Shutdown leaves: connections to Redis.
+func (a *App) Close() {
+	if a.redis != nil {
+		_ = a.redis.Close()
+	}
+}
+
+// APIAddr and AdminAddr are the bound addresses, after Listen.
+func (a *App) APIAddr() string   { return a.apiAddr }
+func (a *App) AdminAddr() string { return a.adminAddr }
+
+// Failed receives an error if a listener stops on its own.
+func (a *App) Failed() <-chan error { return a.failed }

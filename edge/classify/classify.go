@@ -1,0 +1,139 @@
+// Package classify tells, from a request's method, path and headers alone,
+// which protocol a caller speaks and which procedure it calls. It is the
+// first step of the edge: everything after it (authentication, limits,
+// idempotency, errors) depends on the answer.
+//
+// It reads no body and trusts nothing it reads: a request it cannot place
+// gets an error that says why.
+package classify
+
+import (
+	"mime"
+	"net/http"
+	"strings"
+)
+
+// Protocol is the caller's wire protocol, as metrics and logs name it.
+type Protocol string
+
+// Protocols the edge serves.
+const (
+	Connect Protocol = "connect" // Connect unary or streaming, proto or JSON
+	GRPC    Protocol = "grpc"
+	GRPCWeb Protocol = "grpcweb"
+	// HTTP is plain HTTP/JSON: a Connect unary JSON request sent without the
+	// Connect-Protocol-Version header, as simple integrations (curl) do.
+	HTTP Protocol = "http"
+)
+
+// Call is what the edge knows of a request before reading its body.
+type Call struct {
+	Protocol  Protocol
+	Procedure string // "/svc.v1.OrganizationService/GetOrganization"
+	Service   string // "svc.v1.OrganizationService"
+	Method    string // "GetOrganization"
+	// Streaming reports whether the procedure streams (from the API's
+	// definition, not the request).
+	Streaming bool
+	// JSON reports whether messages are JSON rather than binary protobuf.
+	JSON bool
+	// UnaryConnect reports a Connect unary request (POST or GET), whose
+	// errors are HTTP statuses with a JSON body.
+	UnaryConnect bool
+}
+
+// Procedures maps every known procedure to whether it streams.
+type Procedures map[string]bool
+
+// Problem is why a request could not be classified.
+type Problem int
+
+// Problems, each answered differently.
+const (
+	// UnsupportedMediaType: no protocol has this content type (HTTP 415).
+	UnsupportedMediaType Problem = iota + 1
+	// MethodNotAllowed: neither POST nor a Connect GET (HTTP 405).
+	MethodNotAllowed
+	// UnknownProcedure: the protocol is known, the procedure is not
+	// (unimplemented, in the caller's protocol).
+	UnknownProcedure
+)
+
+// maxPath bounds the path the classifier looks at.
+const maxPath = 256
+
+// Classify places a request. When the problem is UnknownProcedure, the
+// returned Call still carries the protocol, so that the error can be
+// written in it.
+func Classify(r *http.Request, procs Procedures) (Call, Problem) {
+	var c Call
+	switch r.Method {
+	case http.MethodPost:
+		if !c.fromContentType(r.Header) {
+			return c, UnsupportedMediaType
+		}
+	case http.MethodGet:
+		// Connect's GET form: ?connect=v1&encoding=json|proto&message=…
+		q := r.URL.Query()
+		if q.Get("connect") != "v1" {
+			return c, MethodNotAllowed
+		}
+		switch q.Get("encoding") {
+		case "json":
+			c.JSON = true
+		case "proto":
+		default:
+			return c, UnsupportedMediaType
+		}
+		c.Protocol, c.UnaryConnect = Connect, true
+	default:
+		return c, MethodNotAllowed
+	}
+	path := r.URL.Path
+	if len(path) > maxPath {
+		return c, UnknownProcedure
+	}
+	streaming, ok := procs[path]
+	if !ok {
+		return c, UnknownProcedure
+	}
+	c.Procedure, c.Streaming = path, streaming
+	c.Service, c.Method, _ = strings.Cut(path[1:], "/")
+	return c, 0
+}
+
+// fromContentType sets the protocol and codec from Content-Type.
+func (c *Call) fromContentType(h http.Header) bool {
+	ct := h.Get("Content-Type")
+	if len(ct) > 128 {
+		return false
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return false
+	}
+	switch mt {
+	case "application/grpc", "application/grpc+proto":
+		c.Protocol = GRPC
+	case "application/grpc+json":
+		c.Protocol, c.JSON = GRPC, true
+	case "application/grpc-web", "application/grpc-web+proto", "application/grpc-web-text", "application/grpc-web-text+proto":
+		c.Protocol = GRPCWeb
+	case "application/grpc-web+json", "application/grpc-web-text+json":
+		c.Protocol, c.JSON = GRPCWeb, true
+	case "application/connect+proto":
+		c.Protocol = Connect
+	case "application/connect+json":
+		c.Protocol, c.JSON = Connect, true
+	case "application/proto":
+		c.Protocol, c.UnaryConnect = Connect, true
+	case "application/json":
+		c.Protocol, c.UnaryConnect, c.JSON = HTTP, true, true
+		if h.Get("Connect-Protocol-Version") != "" {
+			c.Protocol = Connect
+		}
+	default:
+		return false
+	}
+	return true
+}

@@ -1,0 +1,305 @@
+// Package edge is the API edge: one http.Handler that classifies each call,
+// authenticates and authorizes its caller, bounds it, and forwards it to the
+// backend in the caller's own protocol, answering refusals in that protocol
+// too. The steps live in the packages beside this one; this file orders them.
+package edge
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/orgedge/edge/config"
+	"github.com/orgedge/edge/edge/apierror"
+	"github.com/orgedge/edge/edge/authn"
+	"github.com/orgedge/edge/edge/classify"
+	"github.com/orgedge/edge/edge/policy"
+	"github.com/orgedge/edge/edge/proxy"
+	"github.com/orgedge/edge/identity"
+)
+
+// Options are what the edge is made of.
+type Options struct {
+	Config     *config.Config
+	Auth       *authn.Authenticator
+	Procedures classify.Procedures
+	Logger     *slog.Logger
+	Metrics    *Metrics // optional
+}
+
+// Server is the edge's API handler.
+type Server struct {
+	cfg     *config.Config
+	auth    *authn.Authenticator
+	policy  *policy.Table
+	procs   classify.Procedures
+	proxy   http.Handler
+	log     *slog.Logger
+	metrics *Metrics
+	maxBody int64
+}
+
+// New assembles the chain.
+func New(o Options) (*Server, error) {
+	up, err := url.Parse(o.Config.Upstream.URL)
+	if err != nil {
+		return nil, fmt.Errorf("upstream.url: %w", err)
+	}
+	s := &Server{
+		cfg:     o.Config,
+		auth:    o.Auth,
+		policy:  policy.New(o.Config.Operations),
+		procs:   o.Procedures,
+		log:     o.Logger,
+		metrics: o.Metrics,
+		maxBody: int64(o.Config.Requests.MaxBodyBytes),
+	}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	s.proxy = proxy.New(proxy.Options{
+		Upstream:       up,
+		DialTimeout:    o.Config.Upstream.DialTimeout,
+		ModifyResponse: s.modifyResponse,
+		ErrorHandler:   s.upstreamError,
+	})
+	return s, nil
+}
+
+type callKey struct{}
+
+// inflight is what a request carries through the proxy's hooks.
+type inflight struct {
+	call classify.Call
+	rec  *recorder
+}
+
+func inflightOf(r *http.Request) *inflight {
+	f, _ := r.Context().Value(callKey{}).(*inflight)
+	if f == nil {
+		return &inflight{rec: &recorder{}}
+	}
+	return f
+}
+
+// ServeHTTP runs one call through the chain.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	rec := &recorder{ResponseWriter: w}
+	id := requestID(r.Header.Get("X-Request-Id"))
+	r.Header.Set("X-Request-Id", id)
+	w.Header().Set("X-Request-Id", id)
+
+	call, principal := s.serve(rec, r)
+	d := time.Since(start)
+	code := rec.resultCode(call)
+	s.metrics.observe(call, code, d)
+	s.logCall(r, call, principal, rec, code, d)
+}
+
+func (s *Server) serve(w *recorder, r *http.Request) (classify.Call, *identity.Principal) {
+	call, problem := classify.Classify(r, s.procs)
+	switch problem {
+	case classify.UnsupportedMediaType:
+		apierror.WriteUnsupportedMediaType(w)
+		return call, nil
+	case classify.MethodNotAllowed:
+		apierror.WriteMethodNotAllowed(w)
+		return call, nil
+	case classify.UnknownProcedure:
+		s.refuse(w, r, apierror.New(connect.CodeUnimplemented, "UNKNOWN_PROCEDURE", fmt.Sprintf("%s is not a procedure of this API", clip(r.URL.Path))))
+		return call, nil
+	}
+
+	if r.ContentLength > s.maxBody {
+		s.refuse(w, r, bodyTooLarge(s.maxBody))
+		return call, nil
+	}
+	if r.Body != nil {
+		r.Body = &boundedBody{ReadCloser: r.Body, left: s.maxBody}
+	}
+
+	p, err := s.auth.Authenticate(r.Context(), r.Header)
+	if err != nil {
+		s.refuse(w, r, authError(err, call))
+		return call, nil
+	}
+	rule := s.policy.Rule(call.Procedure)
+	if !rule.Allows(p) {
+		s.refuse(w, r, apierror.New(connect.CodePermissionDenied, "MISSING_ROLE",
+			fmt.Sprintf("%s needs one of the roles %s", call.Procedure, strings.Join(rule.Roles, ", ")),
+			apierror.WithMetadata("required_roles", strings.Join(rule.Roles, ","))))
+		return call, p
+	}
+
+	max := s.cfg.Requests.MaxUnaryTimeout
+	if call.Streaming {
+		max = s.cfg.Requests.MaxStreamTimeout
+	}
+	d := proxy.Deadline(r, call, max)
+	// A little grace, so that the backend, which got the same deadline, ends
+	// the call itself in the caller's protocol.
+	ctx, cancel := context.WithTimeout(context.WithValue(r.Context(), callKey{}, &inflight{call, w}), d+time.Second)
+	defer cancel()
+	s.proxy.ServeHTTP(w, r.WithContext(ctx))
+	return call, p
+}
+
+// refuse writes the edge's own error in the caller's protocol.
+func (s *Server) refuse(w http.ResponseWriter, r *http.Request, err *connect.Error) {
+	if rec, ok := w.(*recorder); ok {
+		rec.code = err.Code().String()
+	}
+	apierror.Write(w, r, err)
+}
+
+func authError(err error, call classify.Call) *connect.Error {
+	var ie *identity.Error
+	if !errors.As(err, &ie) {
+		ie = &identity.Error{Reason: identity.ReasonTokenInvalid, Message: "invalid token"}
+	}
+	if ie.Reason == identity.ReasonIssuerUnavailable {
+		return apierror.New(connect.CodeUnavailable, ie.Reason, ie.Message)
+	}
+	var opts []apierror.Option
+	if call.UnaryConnect {
+		opts = append(opts, apierror.WithHeader("WWW-Authenticate", `Bearer error="invalid_token"`))
+	}
+	return apierror.New(connect.CodeUnauthenticated, ie.Reason, ie.Message, opts...)
+}
+
+func bodyTooLarge(limit int64) *connect.Error {
+	return apierror.New(connect.CodeResourceExhausted, "REQUEST_TOO_LARGE", fmt.Sprintf("request body larger than %d bytes", limit),
+		apierror.WithMetadata("limit_bytes", strconv.FormatInt(limit, 10)))
+}
+
+// errBodyTooLarge is what a bounded body returns past its bound.
+var errBodyTooLarge = errors.New("request body too large")
+
+// boundedBody fails reads past a bound, so that the proxy stops and the edge
+// answers resource_exhausted instead of forwarding a truncated body.
+type boundedBody struct {
+	io.ReadCloser
+	left int64
+}
+
+func (b *boundedBody) Read(p []byte) (int, error) {
+	if b.left < 0 {
+		return 0, errBodyTooLarge
+	}
+	if int64(len(p)) > b.left+1 {
+		p = p[:b.left+1]
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
+	if b.left < 0 {
+		return 0, errBodyTooLarge
+	}
+	return n, err
+}
+
+// maxErrorBody bounds the backend error bodies the edge rewrites.
+const maxErrorBody = 64 << 10
+
+// modifyResponse notes the code of a Connect unary error and rewrites it,
+// for JSON callers, into the specification's shape. Other protocols get the
+// backend's bytes.
+func (s *Server) modifyResponse(res *http.Response) error {
+	f := inflightOf(res.Request)
+	if !f.call.UnaryConnect || res.StatusCode == http.StatusOK {
+		return nil
+	}
+	body, err := io.ReadAll(io.LimitReader(res.Body, maxErrorBody+1))
+	if err != nil {
+		return err
+	}
+	if len(body) > maxErrorBody {
+		res.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(body), res.Body), res.Body}
+		return nil
+	}
+	_ = res.Body.Close()
+	var e struct {
+		Code string `json:"code"`
+	}
+	if json.Unmarshal(body, &e) == nil && len(e.Code) < 32 {
+		f.rec.code = e.Code
+	}
+	if f.call.JSON {
+		if out, ok := apierror.RewriteJSON(body); ok {
+			body = out
+		}
+	}
+	res.Body = io.NopCloser(bytes.NewReader(body))
+	res.ContentLength = int64(len(body))
+	res.Header.Set("Content-Length", strconv.Itoa(len(body)))
+	return nil
+}
+
+// upstreamError answers a call the backend did not answer.
+func (s *Server) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
+	switch {
+	case errors.Is(err, errBodyTooLarge):
+		s.refuse(w, r, bodyTooLarge(s.maxBody))
+	case errors.Is(r.Context().Err(), context.DeadlineExceeded):
+		s.refuse(w, r, apierror.New(connect.CodeDeadlineExceeded, "DEADLINE_EXCEEDED", "the backend did not answer in time"))
+	case errors.Is(r.Context().Err(), context.Canceled):
+		// The client left; nobody reads an answer.
+	default:
+		s.log.WarnContext(r.Context(), "upstream unavailable", "procedure", inflightOf(r).call.Procedure, "err", err)
+		s.refuse(w, r, apierror.New(connect.CodeUnavailable, "UPSTREAM_UNAVAILABLE", "the backend is unavailable; retry later"))
+	}
+}
+
+// requestID keeps a well-formed client request id, or makes one.
+func requestID(in string) string {
+	if wellFormedID(in) {
+		return in
+	}
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// wellFormedID accepts 1-128 of A-Z a-z 0-9 - _ . : (a UUID, a ULID, a trace id).
+func wellFormedID(s string) bool {
+	if len(s) == 0 || len(s) > 128 {
+		return false
+	}
+	for _, c := range []byte(s) {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.' || c == ':'
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+func clip(s string) string {
+	if len(s) > 80 {
+		return s[:80] + "…"
+	}
+	return s
+}
+
+// subjectHash names a subject in logs without naming it.
+func subjectHash(sub string) string {
+	h := sha256.Sum256([]byte(sub))
+	return hex.EncodeToString(h[:6])
+}

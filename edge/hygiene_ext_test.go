@@ -1,0 +1,270 @@
+package edge_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/orgedge/edge/config"
+	svcv1 "github.com/orgedge/edge/gen/svc/v1"
+	"github.com/orgedge/edge/gen/svc/v1/svcv1connect"
+	"github.com/orgedge/edge/internal/testkit"
+	"github.com/orgedge/edge/orgsvc"
+)
+
+// recordingUpstream answers every call with an empty Connect proto message
+// and remembers the headers it saw.
+type recordingUpstream struct {
+	mu   sync.Mutex
+	seen []http.Header
+	URL  string
+}
+
+func startRecordingUpstream(t *testing.T) *recordingUpstream {
+	t.Helper()
+	u := &recordingUpstream{}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := orgsvc.NewServer("", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u.mu.Lock()
+		u.seen = append(u.seen, r.Header.Clone())
+		u.mu.Unlock()
+		w.Header().Set("Content-Type", "application/proto")
+		w.WriteHeader(http.StatusOK)
+	}))
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	u.URL = "http://" + ln.Addr().String()
+	return u
+}
+
+func (u *recordingUpstream) last(t *testing.T) http.Header {
+	t.Helper()
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if len(u.seen) == 0 {
+		t.Fatal("the upstream saw no request")
+	}
+	return u.seen[len(u.seen)-1]
+}
+
+func TestHostileAndHopByHopHeadersDoNotReachTheBackend(t *testing.T) {
+	iss := testkit.StartIssuer(t)
+	up := startRecordingUpstream(t)
+	e := testkit.StartEdge(t, testkit.EdgeConfig(up.URL, iss.URL()))
+	tok := testkit.Token(t, iss.URL(), "alice")
+
+	send := func(requestID string) *http.Response {
+		r, _ := http.NewRequest("POST", e.URL+"/svc.v1.OrganizationService/ListOrganizations", strings.NewReader(""))
+		r.Header.Set("Content-Type", "application/proto")
+		r.Header.Set("Authorization", "Bearer "+tok)
+		r.Header.Set("Connection", "keep-alive, X-Secret-Hop")
+		r.Header.Set("X-Secret-Hop", "hop")
+		r.Header.Set("Keep-Alive", "timeout=5")
+		r.Header.Set("X-Forwarded-For", "6.6.6.6")
+		r.Header.Set("X-Forwarded-Proto", "https")
+		r.Header.Set("Idempotent-Replayed", "true")
+		if requestID != "" {
+			r.Header.Set("X-Request-Id", requestID)
+		}
+		res, err := testkit.HTTP1Client.Do(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res
+	}
+
+	res := send("not a valid id!")
+	h := up.last(t)
+	for _, name := range []string{"X-Secret-Hop", "Keep-Alive", "Idempotent-Replayed"} {
+		if v := h.Get(name); v != "" {
+			t.Errorf("backend saw %s: %q", name, v)
+		}
+	}
+	if got := h.Get("X-Forwarded-For"); got != "127.0.0.1" {
+		t.Errorf("X-Forwarded-For %q, want the edge's own view of the client, 127.0.0.1", got)
+	}
+	if got := h.Get("X-Forwarded-Proto"); got != "http" {
+		t.Errorf("X-Forwarded-Proto %q, want http", got)
+	}
+	generated := res.Header.Get("X-Request-Id")
+	if len(generated) != 32 || h.Get("X-Request-Id") != generated {
+		t.Errorf("a malformed request id must be replaced: client got %q, backend saw %q", generated, h.Get("X-Request-Id"))
+	}
+
+	res = send("trace-0af7651916cd43dd")
+	if got := res.Header.Get("X-Request-Id"); got != "trace-0af7651916cd43dd" || up.last(t).Get("X-Request-Id") != got {
+		t.Errorf("a well-formed request id must be kept: client got %q", got)
+	}
+}
+
+func TestClientDeadlinesAreHonoredAndCapped(t *testing.T) {
+	iss := testkit.StartIssuer(t)
+	up := startRecordingUpstream(t)
+	cfg := testkit.EdgeConfig(up.URL, iss.URL())
+	cfg.Requests.MaxUnaryTimeout = 5 * time.Second
+	cfg.Requests.MaxStreamTimeout = time.Minute
+	e := testkit.StartEdge(t, cfg)
+	tok := testkit.Token(t, iss.URL(), "alice")
+	cases := []struct {
+		name, procedure, contentType, header, value, wantHeader, want string
+	}{
+		{"GRPCWithinCap", "ListOrganizations", "application/grpc", "Grpc-Timeout", "1500m", "Grpc-Timeout", "1500m"},
+		{"GRPCOverCap", "ListOrganizations", "application/grpc", "Grpc-Timeout", "1H", "Grpc-Timeout", "5000m"},
+		{"GRPCNone", "ListOrganizations", "application/grpc", "", "", "Grpc-Timeout", "5000m"},
+		{"GRPCInvalid", "ListOrganizations", "application/grpc", "Grpc-Timeout", "soon", "Grpc-Timeout", "5000m"},
+		{"ConnectWithinCap", "ListOrganizations", "application/proto", "Connect-Timeout-Ms", "250", "Connect-Timeout-Ms", "250"},
+		{"ConnectOverCap", "ListOrganizations", "application/json", "Connect-Timeout-Ms", "99999999", "Connect-Timeout-Ms", "5000"},
+		{"StreamCap", "WatchEnvironment", "application/connect+proto", "Connect-Timeout-Ms", "3600000", "Connect-Timeout-Ms", "60000"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			service := "OrganizationService"
+			if c.procedure == "WatchEnvironment" {
+				service = "EnvironmentService"
+			}
+			r, _ := http.NewRequest("POST", e.URL+"/svc.v1."+service+"/"+c.procedure, strings.NewReader(""))
+			r.Header.Set("Content-Type", c.contentType)
+			r.Header.Set("Authorization", "Bearer "+tok)
+			if c.header != "" {
+				r.Header.Set(c.header, c.value)
+			}
+			res, err := testkit.H2CClient.Do(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			if got := up.last(t).Get(c.wantHeader); got != c.want {
+				t.Fatalf("backend saw %s %q, want %q", c.wantHeader, got, c.want)
+			}
+		})
+	}
+}
+
+// selfSigned writes a certificate for 127.0.0.1 and its key, and returns
+// their paths and a pool trusting the certificate.
+func selfSigned(t *testing.T) (certFile, keyFile string, pool *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "edge test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	pool = x509.NewCertPool()
+	pool.AddCert(cert)
+	return certFile, keyFile, pool
+}
+
+func TestTLSListenerServesHTTP2ByALPNAndHTTP1(t *testing.T) {
+	certFile, keyFile, pool := selfSigned(t)
+	s, token := startStack(t, orgsvc.Config{}, func(c *config.Config) {
+		c.Listen.TLS = config.TLS{CertFile: certFile, KeyFile: keyFile}
+	})
+	if !strings.HasPrefix(s.edge.URL, "https://") {
+		t.Fatalf("edge URL %s", s.edge.URL)
+	}
+	for _, h2 := range []bool{true, false} {
+		var p http.Protocols
+		p.SetHTTP1(!h2)
+		p.SetHTTP2(h2)
+		hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, Protocols: &p}}
+		opts := []connect.ClientOption{}
+		if h2 {
+			opts = append(opts, connect.WithGRPC())
+		}
+		c := svcv1connect.NewOrganizationServiceClient(hc, s.edge.URL, opts...)
+		r := req(&svcv1.ListOrganizationsRequest{})
+		r.Header().Set("Authorization", "Bearer "+token("alice"))
+		if _, err := c.ListOrganizations(ctxT(t), r); err != nil {
+			t.Fatalf("h2=%v: %v", h2, err)
+		}
+	}
+}
+
+func TestShutdownDrainsOpenStreams(t *testing.T) {
+	s, token := startStack(t, orgsvc.Config{ProvisionDelay: time.Hour, WatchPoll: 50 * time.Millisecond}, nil)
+	ctx := ctxT(t)
+	c := testkit.NewClients(s.edge.URL, testkit.GRPC, token("carol"))
+	org, err := c.Org.CreateOrganization(ctx, req(&svcv1.CreateOrganizationRequest{Name: "drain", BillingEmail: "a@b.example"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	prj, err := c.Org.CreateProject(ctx, req(&svcv1.CreateProjectRequest{OrganizationId: org.Msg.Id, Name: "p"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := c.Env.CreateEnvironment(ctx, req(&svcv1.CreateEnvironmentRequest{Name: "e", BlueprintId: "go-api", ProjectId: prj.Msg.Id}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := c.Env.WatchEnvironment(ctx, req(&svcv1.WatchEnvironmentRequest{EnvironmentId: env.Msg.Environment.Id}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Close()
+	if !stream.Receive() {
+		t.Fatal(stream.Err())
+	}
+	shutdown := make(chan error, 1)
+	go func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		shutdown <- s.edge.App.Shutdown(sctx)
+	}()
+	// The stream stays open while the edge drains: end it from the backend.
+	direct := testkit.NewClients(s.backend.URL, testkit.ConnectProto, token("carol"))
+	if _, err := direct.Env.DeleteEnvironment(ctx, req(&svcv1.DeleteEnvironmentRequest{EnvironmentId: env.Msg.Environment.Id})); err != nil {
+		t.Fatal(err)
+	}
+	if !stream.Receive() || stream.Msg().Status != "DELETED" {
+		t.Fatalf("draining stream lost its last message: %v", stream.Err())
+	}
+	if stream.Receive() || stream.Err() != nil {
+		t.Fatalf("stream end: %v", stream.Err())
+	}
+	if err := <-shutdown; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		t.Fatalf("shutdown: %v", err)
+	}
+}

@@ -1,0 +1,53 @@
+// Package policy holds the operation table: for each procedure of the API,
+// which service-account roles may call it and whether Idempotency-Key
+// applies. It is data from config; this package only looks it up.
+//
+// People are not judged here: organization roles belong to the backend,
+// which owns membership.
+package policy
+
+import (
+	"slices"
+
+	"github.com/orgedge/edge/config"
+	"github.com/orgedge/edge/identity"
+)
+
+// Rule is one procedure's row.
+type Rule struct {
+	Procedure string
+	// Roles are the service-account roles of which one is needed.
+	Roles      []string
+	Idempotent bool
+}
+
+// Allows reports whether p may call the procedure: a person always (the
+// backend decides), a service account when it holds one of the roles.
+func (r *Rule) Allows(p *identity.Principal) bool {
+	if !p.ServiceAccount() {
+		return true
+	}
+	return slices.ContainsFunc(r.Roles, p.HasRole)
+}
+
+// Table maps procedures to rules.
+type Table struct{ rules map[string]*Rule }
+
+// New builds the table from validated configuration.
+func New(ops []config.Operation) *Table {
+	t := &Table{rules: make(map[string]*Rule, len(ops))}
+	for _, op := range ops {
+		t.rules[op.Procedure] = &Rule{Procedure: op.Procedure, Roles: slices.Clone(op.ServiceAccountRoles), Idempotent: op.Idempotent}
+	}
+	return t
+}
+
+// Rule returns the procedure's rule. A procedure without a row is refused
+// to service accounts and open to people, but config validation makes sure
+// every procedure has one.
+func (t *Table) Rule(procedure string) *Rule {
+	if r, ok := t.rules[procedure]; ok {
+		return r
+	}
+	return &Rule{Procedure: procedure}
+}

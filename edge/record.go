@@ -1,0 +1,128 @@
+package edge
+
+import (
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/orgedge/edge/edge/classify"
+	"github.com/orgedge/edge/identity"
+)
+
+// recorder remembers what the edge answered, for the access log and metrics.
+type recorder struct {
+	http.ResponseWriter
+	status int
+	code   string // set when the edge itself refused the call
+}
+
+func (r *recorder) WriteHeader(status int) {
+	if r.status == 0 {
+		r.status = status
+	}
+	r.ResponseWriter.WriteHeader(status)
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.ResponseWriter.Write(b)
+}
+
+// Flush and Unwrap let the proxy flush every message and http.ResponseController
+// reach the connection.
+func (r *recorder) Flush() {
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// resultCode is the call's outcome as a Connect/gRPC code name: the edge's
+// own refusal, else grpc-status for gRPC and gRPC-Web, else the HTTP status
+// mapped the way Connect maps it. A Connect stream's end-of-stream error is
+// inside the body and not read here: it shows as ok.
+func (r *recorder) resultCode(c classify.Call) string {
+	if r.code != "" {
+		return r.code
+	}
+	if c.Protocol == classify.GRPC || c.Protocol == classify.GRPCWeb {
+		h := r.Header()
+		s := h.Get("Grpc-Status")
+		if s == "" {
+			s = h.Get(http.TrailerPrefix + "Grpc-Status")
+		}
+		if s == "" && r.status != http.StatusOK {
+			return httpStatusCode(r.status)
+		}
+		if n, err := strconv.Atoi(s); err == nil {
+			return grpcCodeName(n)
+		}
+		return "ok"
+	}
+	return httpStatusCode(r.status)
+}
+
+var grpcCodes = []string{"ok", "canceled", "unknown", "invalid_argument", "deadline_exceeded", "not_found", "already_exists",
+	"permission_denied", "resource_exhausted", "failed_precondition", "aborted", "out_of_range", "unimplemented",
+	"internal", "unavailable", "data_loss", "unauthenticated"}
+
+func grpcCodeName(n int) string {
+	if n >= 0 && n < len(grpcCodes) {
+		return grpcCodes[n]
+	}
+	return "unknown"
+}
+
+// httpStatusCode maps an HTTP status to a code as Connect clients do.
+func httpStatusCode(status int) string {
+	switch status {
+	case 0, http.StatusOK:
+		return "ok"
+	case http.StatusBadRequest:
+		return "invalid_argument"
+	case http.StatusUnauthorized:
+		return "unauthenticated"
+	case http.StatusForbidden:
+		return "permission_denied"
+	case http.StatusNotFound:
+		return "not_found"
+	case http.StatusConflict:
+		return "aborted"
+	case http.StatusRequestTimeout, http.StatusGatewayTimeout:
+		return "deadline_exceeded"
+	case http.StatusPreconditionFailed:
+		return "failed_precondition"
+	case http.StatusRequestEntityTooLarge, http.StatusTooManyRequests:
+		return "resource_exhausted"
+	case http.StatusNotImplemented:
+		return "unimplemented"
+	case http.StatusServiceUnavailable, http.StatusBadGateway:
+		return "unavailable"
+	default:
+		return "unknown"
+	}
+}
+
+// logCall writes the one access line of a call. It never names the token,
+// and names the subject only by a hash.
+func (s *Server) logCall(r *http.Request, c classify.Call, p *identity.Principal, rec *recorder, code string, d time.Duration) {
+	attrs := []slog.Attr{
+		slog.String("procedure", c.Procedure),
+		slog.String("protocol", string(c.Protocol)),
+		slog.String("code", code),
+		slog.Int("http_status", rec.status),
+		slog.Float64("duration_ms", float64(d.Microseconds())/1000),
+		slog.String("request_id", r.Header.Get("X-Request-Id")),
+	}
+	if c.Procedure == "" {
+		attrs[0] = slog.String("path", clip(r.URL.Path))
+	}
+	if p != nil {
+		attrs = append(attrs, slog.String("subject", subjectHash(p.Subject)), slog.String("plan", p.Plan))
+	}
+	s.log.LogAttrs(r.Context(), slog.LevelInfo, "call", attrs...)
+}

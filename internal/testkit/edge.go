@@ -1,0 +1,60 @@
+package testkit
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/orgedge/edge/config"
+	"github.com/orgedge/edge/edge"
+)
+
+// Edge is a running edge.
+type Edge struct {
+	URL      string // http(s)://127.0.0.1:port of the API listener
+	AdminURL string
+	App      *edge.App
+	Config   *config.Config
+}
+
+// EdgeConfig returns the default configuration for an edge in front of
+// upstreamURL, verifying tokens from issuerURL, on free loopback ports.
+func EdgeConfig(upstreamURL, issuerURL string) *config.Config {
+	cfg := config.Default()
+	cfg.Listen.Addr, cfg.Admin.Addr = "127.0.0.1:0", "127.0.0.1:0"
+	cfg.Upstream.URL = upstreamURL
+	cfg.OIDC.IssuerURL = issuerURL
+	cfg.Listen.ShutdownGrace = 5 * time.Second
+	return cfg
+}
+
+// StartEdge validates cfg and runs the edge with it, exactly as the edge
+// command does, until the test ends.
+func StartEdge(t testing.TB, cfg *config.Config) *Edge {
+	t.Helper()
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("edge configuration: %v", err)
+	}
+	app, err := edge.NewApp(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := app.Shutdown(ctx); err != nil {
+			t.Errorf("edge shutdown: %v", err)
+		}
+		app.Close()
+	})
+	scheme := "http://"
+	if cfg.Listen.TLS.CertFile != "" {
+		scheme = "https://"
+	}
+	return &Edge{URL: scheme + app.APIAddr(), AdminURL: "http://" + app.AdminAddr(), App: app, Config: cfg}
+}
