@@ -19,6 +19,9 @@ type RunOptions struct {
 	Database  string // postgres:// DSN or a SQLite file path
 	IssuerURL string
 	Audience  string
+	// RoleClaims are the claim paths holding roles (identity.DefaultRoleClaims
+	// when empty): set them as the edge's, so both see the same service accounts.
+	RoleClaims []string
 	Config    Config // Store and Auth are filled in by Start
 	Logger    *slog.Logger
 }
@@ -41,7 +44,7 @@ func Start(ctx context.Context, opts RunOptions) (*Running, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
 	}
-	verifier, err := identity.NewVerifier(identity.Config{IssuerURL: opts.IssuerURL, Audience: opts.Audience})
+	verifier, err := identity.NewVerifier(identity.Config{IssuerURL: opts.IssuerURL, Audience: opts.Audience, RoleClaims: opts.RoleClaims})
 	if err != nil {
 		_ = st.Close()
 		return nil, err

@@ -45,6 +45,12 @@ func startDev(ctx context.Context, dataDir string) (*devStack, error) {
 	if d.issuer, err = devissuer.Start(devIssuerAddr, devissuer.DefaultConfig()); err != nil {
 		return nil, fmt.Errorf("development issuer on %s: %w", devIssuerAddr, err)
 	}
+	cfg := config.Default()
+	cfg.Listen.Addr, cfg.Admin.Addr = devAPIAddr, devAdminAddr
+	cfg.Upstream.URL = "http://" + devBackendAddr
+	cfg.OIDC.IssuerURL = d.issuer.URL()
+	cfg.Log.Format = "text"
+	cfg.ApplyEnv(os.Getenv)
 	if d.dataDir == "" {
 		if d.tmpDir, err = os.MkdirTemp("", "edge-dev-"); err != nil {
 			return nil, err
@@ -53,6 +59,7 @@ func startDev(ctx context.Context, dataDir string) (*devStack, error) {
 	}
 	if d.backend, err = orgsvc.Start(ctx, orgsvc.RunOptions{
 		Addr: devBackendAddr, Database: filepath.Join(d.dataDir, "orgsvc.db"), IssuerURL: d.issuer.URL(),
+		RoleClaims: cfg.OIDC.RoleClaims,
 	}); err != nil {
 		return nil, fmt.Errorf("backend on %s: %w", devBackendAddr, err)
 	}
@@ -60,17 +67,13 @@ func startDev(ctx context.Context, dataDir string) (*devStack, error) {
 	if err := d.redis.StartAddr("127.0.0.1:0"); err != nil {
 		return nil, fmt.Errorf("embedded redis: %w", err)
 	}
-
-	cfg := config.Default()
-	cfg.Listen.Addr, cfg.Admin.Addr = devAPIAddr, devAdminAddr
-	cfg.Upstream.URL = "http://" + devBackendAddr
-	cfg.OIDC.IssuerURL = d.issuer.URL()
-	cfg.Redis.Addr = d.redis.Addr()
-	cfg.Log.Format = "text"
-	cfg.ApplyEnv(os.Getenv)
+	if cfg.Redis.Addr == "" && len(cfg.Redis.ClusterAddrs) == 0 {
+		cfg.Redis.Addr = d.redis.Addr()
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+
 	d.config = cfg
 	ok = true
 	return d, nil

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/orgedge/edge/devissuer"
+	"github.com/orgedge/edge/identity"
 	"github.com/orgedge/edge/orgsvc"
 )
 
@@ -58,6 +59,7 @@ func run(args []string) error {
 		database  = fs.String("database", env("ORGSVC_DATABASE", ""), "postgres:// DSN, or a SQLite file path ($ORGSVC_DATABASE)")
 		issuer    = fs.String("issuer", env("ORGSVC_ISSUER_URL", ""), "OIDC issuer URL ($ORGSVC_ISSUER_URL)")
 		audience  = fs.String("audience", env("ORGSVC_AUDIENCE", ""), "required token audience (aud or azp); empty accepts any ($ORGSVC_AUDIENCE)")
+		roles     = fs.String("role-claims", env("ORGSVC_ROLE_CLAIMS", strings.Join(identity.DefaultRoleClaims, ",")), "comma-separated claim paths holding roles; must match the edge's oidc.role_claims ($ORGSVC_ROLE_CLAIMS)")
 		invTTL    = fs.Duration("invitation-ttl", durationEnv("ORGSVC_INVITATION_TTL", 7*24*time.Hour), "how long invitations stay pending ($ORGSVC_INVITATION_TTL)")
 		provision = fs.Duration("provision-delay", durationEnv("ORGSVC_PROVISION_DELAY", 2*time.Second), "PROVISIONING time of a new environment ($ORGSVC_PROVISION_DELAY)")
 		logFormat = fs.String("log-format", env("ORGSVC_LOG_FORMAT", "json"), "text or json ($ORGSVC_LOG_FORMAT)")
@@ -104,7 +106,8 @@ func run(args []string) error {
 
 	running, err := orgsvc.Start(ctx, orgsvc.RunOptions{
 		Addr: *addr, Database: *database, IssuerURL: *issuer, Audience: *audience, Logger: log,
-		Config: orgsvc.Config{InvitationTTL: *invTTL, ProvisionDelay: *provision},
+		RoleClaims: strings.Split(*roles, ","),
+		Config:     orgsvc.Config{InvitationTTL: *invTTL, ProvisionDelay: *provision},
 	})
 	if err != nil {
 		return err
