@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"time"
@@ -96,9 +97,9 @@ func (d *devStack) stop() {
 	}
 }
 
-func (d *devStack) print(api, admin string) {
+func (d *devStack) print(w io.Writer, api, admin string) {
 	iss := d.issuer.URL()
-	fmt.Printf(`
+	fmt.Fprintf(w, `
 edge development mode: everything on loopback, in this process
 
   edge API     http://%[1]s   Connect, gRPC (h2c), gRPC-Web, HTTP/JSON

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -23,13 +24,17 @@ import (
 )
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout)
+	stop()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "edge:", err)
 		os.Exit(1)
 	}
 }
 
-func run(args []string) error {
+// run runs the edge until ctx ends.
+func run(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("edge", flag.ContinueOnError)
 	var (
 		configFile = fs.String("config", os.Getenv("EDGE_CONFIG"), "YAML configuration file ($EDGE_CONFIG)")
@@ -44,12 +49,9 @@ func run(args []string) error {
 		if _, err := config.Load(*check); err != nil {
 			return err
 		}
-		fmt.Printf("%s: ok\n", *check)
+		fmt.Fprintf(stdout, "%s: ok\n", *check)
 		return nil
 	}
-
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 
 	var (
 		cfg *config.Config
@@ -83,7 +85,7 @@ func run(args []string) error {
 	}
 	log.Info("edge listening", "api", app.APIAddr(), "admin", app.AdminAddr(), "upstream", cfg.Upstream.URL, "issuer", cfg.OIDC.IssuerURL, "tls", cfg.Listen.TLS.CertFile != "")
 	if env != nil {
-		env.print(app.APIAddr(), app.AdminAddr())
+		env.print(stdout, app.APIAddr(), app.AdminAddr())
 	}
 
 	select {

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestCheckConfigAcceptsTheExampleAndNamesABadField(t *testing.T) {
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"-check-config", "../../config/edge.yaml"}, &out); err != nil {
+		t.Fatalf("the shipped example: %v", err)
+	}
+	if !strings.Contains(out.String(), "ok") {
+		t.Fatalf("output %q", out.String())
+	}
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("upstream:\n  url: ftp://backend\noidc:\n  issuer_url: http://127.0.0.1:8081/realms/dev\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err := run(context.Background(), []string{"-check-config", bad}, &out)
+	if err == nil || !strings.Contains(err.Error(), "upstream.url") || !strings.Contains(err.Error(), "line 2") {
+		t.Fatalf("got %v, want an error naming upstream.url on line 2", err)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe to read while the edge writes to it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestDevModeCurlLinesWorkAsPrinted runs the development mode on its
+// contract's addresses and runs the printed commands with bash and curl.
+func TestDevModeCurlLinesWorkAsPrinted(t *testing.T) {
+	for _, tool := range []string{"bash", "curl", "sed"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			if os.Getenv("CI") == "true" {
+				t.Fatalf("%s is required under CI=true", tool)
+			}
+			t.Skipf("no %s", tool)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	out := &syncBuffer{}
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, []string{"-dev"}, out) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("edge -dev: %v", err)
+		}
+	})
+	// Wait for the banner, which is printed once every listener is up.
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(out.String(), "Ctrl-C stops everything.") {
+		select {
+		case err := <-done:
+			t.Fatalf("edge -dev stopped: %v\n%s", err, out.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no banner after 30s:\n%s", out.String())
+		}
+	}
+	banner := out.String()
+	for _, want := range []string{"http://127.0.0.1:8080", "http://127.0.0.1:9090", "http://127.0.0.1:8081/realms/dev", "http://127.0.0.1:8082", "dev-secret", "alice/alice"} {
+		if !strings.Contains(banner, want) {
+			t.Errorf("banner lacks %q", want)
+		}
+	}
+	var script []string
+	for _, line := range strings.Split(banner, "\n") {
+		if l := strings.TrimSpace(line); strings.HasPrefix(l, "TOKEN=") || strings.HasPrefix(l, "curl ") {
+			script = append(script, l)
+		}
+	}
+	if len(script) != 2 {
+		t.Fatalf("want the two printed commands, got %q", script)
+	}
+	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", strings.Join(script, "\n"))
+	got, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("printed commands failed: %v\n%s", err, got)
+	}
+	var org struct{ Name, Plan, ID string }
+	if err := json.Unmarshal(got, &org); err != nil || org.Name != "acme" || org.Plan != "free" || org.ID == "" {
+		t.Fatalf("printed commands answered %s (%v)", got, err)
+	}
+}
