@@ -1,0 +1,102 @@
+package wire_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/orgedge/edge/edge/classify"
+	"github.com/orgedge/edge/edge/wire"
+	svcv1 "github.com/orgedge/edge/gen/svc/v1"
+	"github.com/orgedge/edge/gen/svc/v1/svcv1connect"
+	"github.com/orgedge/edge/internal/testkit"
+	"github.com/orgedge/edge/orgsvc"
+)
+
+// recorder keeps the last raw answer that passed through it.
+type recorder struct {
+	base http.RoundTripper
+	mu   sync.Mutex
+	res  *http.Response
+	body *bytes.Buffer
+}
+
+func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	for _, h := range wire.CompressionHeaders {
+		req.Header.Del(h)
+	}
+	res, err := r.base.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	buf := &bytes.Buffer{}
+	r.mu.Lock()
+	r.res, r.body = res, buf
+	r.mu.Unlock()
+	res.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.TeeReader(res.Body, buf), res.Body}
+	return res, nil
+}
+
+func TestUnaryMessageReadsSuccessInEveryProtocolAndSeesFailures(t *testing.T) {
+	iss := testkit.StartIssuer(t)
+	be := testkit.StartBackend(t, testkit.SQLite, iss.URL(), orgsvc.Config{})
+	tok := testkit.Token(t, iss.URL(), "carol")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	org, err := testkit.NewClients(be.URL, testkit.ConnectProto, tok).Org.CreateOrganization(ctx, connect.NewRequest(&svcv1.CreateOrganizationRequest{Name: "wire", BillingEmail: "a@b.example"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		call classify.Call
+		opts []connect.ClientOption
+		h2   bool
+	}{
+		{"ConnectProto", classify.Call{Protocol: classify.Connect, UnaryConnect: true}, nil, false},
+		{"ConnectJSON", classify.Call{Protocol: classify.Connect, UnaryConnect: true, JSON: true}, []connect.ClientOption{connect.WithProtoJSON()}, false},
+		{"GRPC", classify.Call{Protocol: classify.GRPC}, []connect.ClientOption{connect.WithGRPC()}, true},
+		{"GRPCJSON", classify.Call{Protocol: classify.GRPC, JSON: true}, []connect.ClientOption{connect.WithGRPC(), connect.WithProtoJSON()}, true},
+		{"GRPCWeb", classify.Call{Protocol: classify.GRPCWeb}, []connect.ClientOption{connect.WithGRPCWeb()}, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			base := testkit.HTTP1Client.Transport
+			if c.h2 {
+				base = testkit.H2CClient.Transport
+			}
+			rec := &recorder{base: base}
+			client := svcv1connect.NewOrganizationServiceClient(&http.Client{Transport: rec}, be.URL, c.opts...)
+			call := func(id string) (*http.Response, []byte, error) {
+				r := connect.NewRequest(&svcv1.GetOrganizationRequest{OrganizationId: id})
+				r.Header().Set("Authorization", "Bearer "+tok)
+				_, err := client.GetOrganization(ctx, r)
+				rec.mu.Lock()
+				defer rec.mu.Unlock()
+				return rec.res, rec.body.Bytes(), err
+			}
+			res, body, err := call(org.Msg.Id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := new(svcv1.Organization)
+			if err := wire.UnaryMessage(c.call, res, body, got); err != nil || got.Id != org.Msg.Id {
+				t.Fatalf("read %v, %v", got, err)
+			}
+			res, body, _ = call("org_missing")
+			if err := wire.UnaryMessage(c.call, res, body, new(svcv1.Organization)); !errors.Is(err, wire.ErrFailed) {
+				t.Fatalf("a failed call read as %v", err)
+			}
+		})
+	}
+}
