@@ -16,6 +16,9 @@ type Config struct {
 	OIDC     OIDC     `yaml:"oidc"`
 	Requests Requests `yaml:"requests"`
 	Redis    Redis    `yaml:"redis"`
+	// Limits are the plans, quotas and Redis-failure policy; per-operation
+	// limits are columns of Operations.
+	Limits Limits `yaml:"limits"`
 	// Operations is the operation table, one row per procedure of the API.
 	// Default DefaultOperations(); a list in the file replaces it whole.
 	Operations []Operation `yaml:"operations"`
@@ -115,6 +118,91 @@ type Operation struct {
 	ServiceAccountRoles []string `yaml:"service_account_roles"`
 	// Idempotent makes the edge honor Idempotency-Key (unary only).
 	Idempotent bool `yaml:"idempotent"`
+	// RatePerMinute, when set, limits each subject's calls of this procedure
+	// per minute (burst equal to the rate), on top of the plan's rate.
+	RatePerMinute int `yaml:"rate_per_minute"`
+	// ConcurrentStreams, when set, bounds each subject's open streams of
+	// this streaming procedure.
+	ConcurrentStreams int `yaml:"concurrent_streams"`
+	// Quota: QuotaReserveEnvironment reserves environment and compute quota
+	// before the call (CreateEnvironment only); QuotaReleaseEnvironment
+	// releases it after (DeleteEnvironment only); empty: none.
+	Quota string `yaml:"quota"`
+}
+
+// Values of Operation.Quota.
+const (
+	QuotaReserveEnvironment = "reserve_environment"
+	QuotaReleaseEnvironment = "release_environment"
+)
+
+// Limits configures plan rates, per-operation limits, quotas, and what
+// happens when Redis fails.
+type Limits struct {
+	// DefaultPlan is the plan of a subject whose token carries no known plan
+	// claim (oidc.plan_claim) and who has no subject_plans entry. Default
+	// "free".
+	DefaultPlan string `yaml:"default_plan"`
+	// Plans by name: lowercase identifiers. Default: the specification's
+	// free, pro and enterprise. A plans map in the file replaces the default
+	// plans whole (it does not add to them), and each plan it lists is
+	// given whole: a field left out is 0.
+	Plans map[string]Plan `yaml:"plans"`
+	// SubjectPlans overrides the plan of a subject (its token's sub), e.g.
+	// for a contract. The design's order is: the token's plan claim, then
+	// this override, then DefaultPlan; so an override applies only when the
+	// token carries no plan claim naming a configured plan. See PlanFor.
+	SubjectPlans map[string]string `yaml:"subject_plans"`
+	// SubjectQuotas replace the plan's quotas for a subject, whole (Pro and
+	// Enterprise quotas are "based on subscription"). See QuotasFor.
+	SubjectQuotas map[string]Quotas `yaml:"subject_quotas"`
+	// StreamLease is how long a concurrent-stream lease lives without
+	// renewal: a crashed edge's streams free themselves within it. Default
+	// 30s; 3s to 10m.
+	StreamLease time.Duration `yaml:"stream_lease"`
+	// EnvironmentSize is what one environment counts for compute quotas,
+	// per hour of its lifetime. Default 2 vCPUs, 4 GB.
+	EnvironmentSize EnvironmentSize `yaml:"environment_size"`
+	// OnRedisFailure is FailOpen (default: each replica enforces its
+	// LocalShare of every limit on its own) or FailClosed (calls get
+	// unavailable). Env EDGE_ON_REDIS_FAILURE.
+	OnRedisFailure string `yaml:"on_redis_failure"`
+	// LocalShare is the fraction (0 < x ≤ 1) of each limit one replica
+	// admits on its own while Redis is unreachable. Default 0.5 (two
+	// replicas).
+	LocalShare float64 `yaml:"local_share"`
+}
+
+// Values of Limits.OnRedisFailure.
+const (
+	FailOpen   = "fail_open"
+	FailClosed = "fail_closed"
+)
+
+// Plan is one plan's limits.
+type Plan struct {
+	RequestsPerMinute int `yaml:"requests_per_minute"`
+	// RequestsPerDay caps requests per UTC day; 0 means no daily cap.
+	RequestsPerDay int `yaml:"requests_per_day"`
+	// Burst is the instantaneous capacity above the per-minute rate (GCRA
+	// burst).
+	Burst  int    `yaml:"burst"`
+	Quotas Quotas `yaml:"quotas"`
+}
+
+// Quotas bound environments and compute per calendar month (UTC). 0 means
+// unlimited.
+type Quotas struct {
+	ConcurrentEnvironments int     `yaml:"concurrent_environments"`
+	EnvironmentsPerMonth   int     `yaml:"environments_per_month"`
+	VCPUHoursPerMonth      float64 `yaml:"vcpu_hours_per_month"`
+	MemoryGBHoursPerMonth  float64 `yaml:"memory_gb_hours_per_month"`
+}
+
+// EnvironmentSize is the size of one environment.
+type EnvironmentSize struct {
+	VCPUs    float64 `yaml:"vcpus"`
+	MemoryGB float64 `yaml:"memory_gb"`
 }
 
 // Log configures logging.

@@ -38,6 +38,39 @@ func Default() *Config {
 		Redis: Redis{
 			Timeout: 50 * time.Millisecond,
 		},
+		Limits: Limits{
+			DefaultPlan: "free",
+			// The specification's tables. Pro and Enterprise environment
+			// and compute quotas are "unlimited" or per subscription: 0
+			// here, set per subject in subject_quotas.
+			Plans: map[string]Plan{
+				"free": {
+					RequestsPerMinute: 60,
+					RequestsPerDay:    10_000,
+					Burst:             100,
+					Quotas: Quotas{
+						ConcurrentEnvironments: 2,
+						EnvironmentsPerMonth:   10,
+						VCPUHoursPerMonth:      100,
+						MemoryGBHoursPerMonth:  200,
+					},
+				},
+				"pro": {
+					RequestsPerMinute: 300,
+					RequestsPerDay:    100_000,
+					Burst:             500,
+				},
+				"enterprise": {
+					RequestsPerMinute: 1000,
+					RequestsPerDay:    0, // no daily cap
+					Burst:             2000,
+				},
+			},
+			StreamLease:     30 * time.Second,
+			EnvironmentSize: EnvironmentSize{VCPUs: 2, MemoryGB: 4},
+			OnRedisFailure:  FailOpen,
+			LocalShare:      0.5,
+		},
 		Operations: DefaultOperations(),
 		Log: Log{
 			Format: "json",

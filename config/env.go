@@ -23,6 +23,7 @@ var envVars = []envVar{
 	{"EDGE_REDIS_CLUSTER_ADDRS", "redis.cluster_addrs", func(c *Config, v string) { c.Redis.ClusterAddrs = splitList(v) }},
 	{"EDGE_REDIS_USERNAME", "redis.username", func(c *Config, v string) { c.Redis.Username = v }},
 	{"EDGE_REDIS_PASSWORD", "redis.password", func(c *Config, v string) { c.Redis.Password = v }},
+	{"EDGE_ON_REDIS_FAILURE", "limits.on_redis_failure", func(c *Config, v string) { c.Limits.OnRedisFailure = v }},
 	{"EDGE_LOG_FORMAT", "log.format", func(c *Config, v string) { c.Log.Format = v }},
 	{"EDGE_LOG_LEVEL", "log.level", func(c *Config, v string) { c.Log.Level = v }},
 }

@@ -91,3 +91,20 @@ func ExampleParseByteSize() {
 	// 1000000000 1000000000B <nil>
 	// 0 0B invalid byte size "4mb": unknown unit "mb" (use B, KB, MB, GB, KiB, MiB or GiB)
 }
+
+func ExampleLimits_PlanFor() {
+	l := config.Default().Limits
+	l.SubjectPlans = map[string]string{"alice": "pro"}
+	for _, call := range []struct{ claim, subject string }{
+		{"Enterprise", "alice"}, // the token's claim first, lowercased
+		{"", "alice"},           // then the subject's override
+		{"gold", "bob"},         // then the default: gold is no plan
+	} {
+		name, plan := l.PlanFor(call.claim, call.subject)
+		fmt.Println(name, plan.RequestsPerMinute, l.QuotasFor(call.subject, name).ConcurrentEnvironments)
+	}
+	// Output:
+	// enterprise 1000 0
+	// pro 300 0
+	// free 60 2
+}

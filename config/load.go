@@ -24,6 +24,8 @@ const maxFileSize = 1 * MiB
 // A field the file omits keeps its default. A list the file sets replaces
 // the default list: in particular an operations list replaces the whole
 // default operation table, and must then hold a row for every procedure.
+// Likewise a limits.plans map replaces the default plans whole, and a plan
+// it lists is given whole (a field left out is 0).
 //
 // Errors name the field by its YAML path and, where the file sets it, its
 // line; a value that came from an environment variable says so. Every
@@ -92,6 +94,20 @@ func parse(data []byte) (*Config, *lineIndex, error) {
 	w := walker{idx: idx, unknown: map[int]bool{}}
 	w.walk(&doc, reflect.TypeFor[Config](), "")
 
+	// The decoder adds a map's entries to the map already there; plans set
+	// in the file are to replace the default plans, not add to them. The
+	// probe sees plans however the file sets them, through aliases and
+	// merges; its errors are the strict decoder's to report.
+	var probe struct {
+		Limits struct {
+			Plans yaml.Node `yaml:"plans"`
+		} `yaml:"limits"`
+	}
+	_ = doc.Decode(&probe)
+	if probe.Limits.Plans.Kind != 0 {
+		c.Limits.Plans = nil
+	}
+
 	// The walk names unknown fields by path; the decoder, strict as well,
 	// reports malformed values and whatever the walk does not follow
 	// (aliases), each with its line.
@@ -117,6 +133,12 @@ func parse(data []byte) (*Config, *lineIndex, error) {
 	}
 	if len(c.Redis.ClusterAddrs) == 0 {
 		c.Redis.ClusterAddrs = nil // "cluster_addrs: []" means the default, none
+	}
+	if len(c.Limits.SubjectPlans) == 0 {
+		c.Limits.SubjectPlans = nil // "subject_plans: {}" likewise
+	}
+	if len(c.Limits.SubjectQuotas) == 0 {
+		c.Limits.SubjectQuotas = nil
 	}
 	return c, idx, nil
 }
@@ -185,6 +207,10 @@ func (w *walker) walk(n *yaml.Node, t reflect.Type, path string) {
 			w.walk(c, t, path)
 		}
 	case yaml.MappingNode:
+		if t.Kind() == reflect.Map {
+			w.walkMap(n, t, path)
+			return
+		}
 		if t.Kind() != reflect.Struct {
 			return // the decoder reports the mismatch
 		}
@@ -222,6 +248,24 @@ func (w *walker) walk(n *yaml.Node, t reflect.Type, path string) {
 			w.record(p, c.Line, c.Kind != yaml.MappingNode)
 			w.walk(c, t.Elem(), p)
 		}
+	}
+}
+
+// walkMap records each entry of a map by its key, as mapPath names it in
+// validation messages: "limits.plans.free".
+func (w *walker) walkMap(n *yaml.Node, t reflect.Type, path string) {
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if k.Kind != yaml.ScalarNode {
+			continue // the decoder reports a key that is no string
+		}
+		if k.Value == "<<" && k.ShortTag() == "!!merge" {
+			w.walk(v, t, path)
+			continue
+		}
+		p := mapPath(path, k.Value)
+		w.record(p, k.Line, true)
+		w.walk(v, t.Elem(), p)
 	}
 }
 

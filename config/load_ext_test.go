@@ -20,7 +20,7 @@ var envNames = []string{
 	"EDGE_LISTEN_ADDR", "EDGE_TLS_CERT_FILE", "EDGE_TLS_KEY_FILE", "EDGE_ADMIN_ADDR",
 	"EDGE_UPSTREAM_URL", "EDGE_OIDC_ISSUER_URL", "EDGE_OIDC_AUDIENCE",
 	"EDGE_REDIS_ADDR", "EDGE_REDIS_CLUSTER_ADDRS", "EDGE_REDIS_USERNAME", "EDGE_REDIS_PASSWORD",
-	"EDGE_LOG_FORMAT", "EDGE_LOG_LEVEL",
+	"EDGE_ON_REDIS_FAILURE", "EDGE_LOG_FORMAT", "EDGE_LOG_LEVEL",
 }
 
 // clearEnv unsets Load's variables for the test, so that the machine's
@@ -81,11 +81,11 @@ func TestUnknownFieldIsNamedWithItsLine(t *testing.T) {
 		{"listen:\n  addr: 127.0.0.1:8080\n  adress: x\n",
 			"line 3: listen.adress: unknown field; expected one of addr, tls, read_header_timeout, idle_timeout, max_header_bytes, shutdown_grace"},
 		{"upstreams:\n  url: http://x:1\n",
-			"line 1: upstreams: unknown field; expected one of listen, admin, upstream, oidc, requests, redis, operations, log"},
+			"line 1: upstreams: unknown field; expected one of listen, admin, upstream, oidc, requests, redis, limits, operations, log"},
 		{"listen:\n  tls:\n    cert: a.pem\n",
 			"line 3: listen.tls.cert: unknown field; expected one of cert_file, key_file"},
 		{"operations:\n  - procedure: /svc.v1.UsageService/GetUsage\n    roles: [svc-admin]\n",
-			"line 3: operations[0].roles: unknown field; expected one of procedure, service_account_roles, idempotent"},
+			"line 3: operations[0].roles: unknown field; expected one of procedure, service_account_roles, idempotent, rate_per_minute, concurrent_streams, quota"},
 		{"redis:\n  timeout: 1s\n  pasword: x\nlog:\n  colour: true\n",
 			"2 problems:\n" +
 				"  line 3: redis.pasword: unknown field; expected one of addr, cluster_addrs, username, password, timeout\n" +
@@ -174,6 +174,7 @@ admin: {addr: "127.0.0.1:2"}
 upstream: {url: "http://file:1"}
 oidc: {issuer_url: "http://file/realms/x", audience: file}
 redis: {addr: "file:6379", username: file, password: file}
+limits: {on_redis_failure: fail_closed}
 log: {format: text, level: debug}
 `
 	c, err := config.Parse([]byte(file))
@@ -191,6 +192,7 @@ log: {format: text, level: debug}
 		"EDGE_REDIS_CLUSTER_ADDRS": " redis-0:6379, redis-1:6379,,",
 		"EDGE_REDIS_USERNAME":      "edge",
 		"EDGE_REDIS_PASSWORD":      "s3cret",
+		"EDGE_ON_REDIS_FAILURE":    "fail_open",
 		"EDGE_LOG_FORMAT":          "json",
 		"EDGE_LOG_LEVEL":           "warn",
 	}))
@@ -204,6 +206,7 @@ log: {format: text, level: debug}
 	want.Redis.ClusterAddrs = []string{"redis-0:6379", "redis-1:6379"} // and redis.addr from the file cleared
 	want.Redis.Username = "edge"
 	want.Redis.Password = "s3cret"
+	want.Limits.OnRedisFailure = "fail_open"
 	want.Log = config.Log{Format: "json", Level: "warn"}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("got\n%s\nwant\n%s", c, want)
@@ -436,7 +439,9 @@ func TestPasswordIsNeverShown(t *testing.T) {
 func TestLogValueIsReadable(t *testing.T) {
 	t.Parallel()
 	var buf bytes.Buffer
-	slog.New(slog.NewJSONHandler(&buf, nil)).Info("start", "config", valid())
+	c := valid()
+	c.Limits.SubjectPlans = map[string]string{"alice": "pro"}
+	slog.New(slog.NewJSONHandler(&buf, nil)).Info("start", "config", c)
 	var line struct {
 		Config struct {
 			Listen struct {
@@ -446,6 +451,17 @@ func TestLogValueIsReadable(t *testing.T) {
 			Redis struct {
 				Password string `json:"password"`
 			} `json:"redis"`
+			Limits struct {
+				Plans map[string]struct {
+					RequestsPerMinute int `json:"requests_per_minute"`
+					Quotas            struct {
+						VCPUHoursPerMonth float64 `json:"vcpu_hours_per_month"`
+					} `json:"quotas"`
+				} `json:"plans"`
+				SubjectPlans map[string]string `json:"subject_plans"`
+				StreamLease  string            `json:"stream_lease"`
+				LocalShare   float64           `json:"local_share"`
+			} `json:"limits"`
 			Operations map[string]string `json:"operations"`
 		} `json:"config"`
 	}
@@ -454,8 +470,13 @@ func TestLogValueIsReadable(t *testing.T) {
 	}
 	got := line.Config
 	if got.Listen.IdleTimeout != "2m0s" || got.Listen.MaxHeaderBytes != "64KiB" || got.Redis.Password != "" ||
-		got.Operations["/svc.v1.EnvironmentService/CreateEnvironment"] != "svc-admin,svc-env-manager idempotent" ||
-		len(got.Operations) != 22 {
+		got.Operations["/svc.v1.EnvironmentService/CreateEnvironment"] != "svc-admin,svc-env-manager idempotent rate_per_minute=10 quota=reserve_environment" ||
+		got.Operations["/svc.v1.EnvironmentService/WatchEnvironment"] != "svc-admin,svc-env-manager,svc-viewer concurrent_streams=20" ||
+		got.Operations["/svc.v1.UsageService/GetUsage"] != "svc-admin,svc-env-manager,svc-viewer" ||
+		len(got.Operations) != 22 ||
+		len(got.Limits.Plans) != 3 || got.Limits.Plans["pro"].RequestsPerMinute != 300 ||
+		got.Limits.Plans["free"].Quotas.VCPUHoursPerMonth != 100 ||
+		got.Limits.SubjectPlans["alice"] != "pro" || got.Limits.StreamLease != "30s" || got.Limits.LocalShare != 0.5 {
 		t.Errorf("logged %s", buf.String())
 	}
 }
@@ -465,6 +486,11 @@ func TestStringLoadsBack(t *testing.T) {
 	want := valid()
 	want.Redis.ClusterAddrs = []string{"redis-0:6379"}
 	want.Listen.MaxHeaderBytes = 1500
+	want.Limits.Plans = map[string]config.Plan{"gold": {RequestsPerMinute: 5, Burst: 1, Quotas: config.Quotas{VCPUHoursPerMonth: 1.5}}}
+	want.Limits.DefaultPlan = "gold"
+	want.Limits.SubjectPlans = map[string]string{"a.b@example.com": "gold"}
+	want.Limits.SubjectQuotas = map[string]config.Quotas{"alice": {ConcurrentEnvironments: 3}}
+	want.Limits.LocalShare = 1.0 / 3
 	got, err := config.Parse([]byte(want.String()))
 	if err != nil {
 		t.Fatal(err)

@@ -101,6 +101,22 @@ func isRead(method string) bool {
 	return false
 }
 
+// Procedures the configuration names on its own.
+const (
+	procCreateEnvironment = "/svc.v1.EnvironmentService/CreateEnvironment"
+	procDeleteEnvironment = "/svc.v1.EnvironmentService/DeleteEnvironment"
+)
+
+// operationLimits are the specification's per-operation limits, and the
+// quota steps, of the default operation table.
+var operationLimits = map[string]Operation{
+	procCreateEnvironment:                         {RatePerMinute: 10, Quota: QuotaReserveEnvironment},
+	procDeleteEnvironment:                         {Quota: QuotaReleaseEnvironment},
+	"/svc.v1.EnvironmentService/WatchEnvironment": {ConcurrentStreams: 20},
+	"/svc.v1.BlueprintService/SearchCatalog":      {RatePerMinute: 30},
+	"/svc.v1.BlueprintService/ValidateBlueprint":  {RatePerMinute: 30},
+}
+
 // DefaultOperations returns the shipped operation table: one row per
 // procedure of the API, sorted by procedure, following the design's rules.
 //
@@ -111,8 +127,11 @@ func isRead(method string) bool {
 //   - Everything else by svc-admin only.
 //
 // Idempotency-Key is honored on every unary method of OrganizationService and
-// EnvironmentService that changes something. Each call returns a new slice
-// that the caller may change.
+// EnvironmentService that changes something. The specification's
+// per-operation limits apply: CreateEnvironment 10 per minute, SearchCatalog
+// and ValidateBlueprint 30 per minute, WatchEnvironment 20 concurrent
+// streams; CreateEnvironment reserves quota and DeleteEnvironment releases
+// it. Each call returns a new slice that the caller may change.
 func DefaultOperations() []Operation {
 	procs := procedures()
 	ops := make([]Operation, 0, len(procs))
@@ -132,6 +151,9 @@ func DefaultOperations() []Operation {
 		switch service {
 		case "OrganizationService", "EnvironmentService":
 			op.Idempotent = !read && !p.Streaming()
+		}
+		if l, ok := operationLimits[name]; ok {
+			op.RatePerMinute, op.ConcurrentStreams, op.Quota = l.RatePerMinute, l.ConcurrentStreams, l.Quota
 		}
 		ops = append(ops, op)
 	}

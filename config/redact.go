@@ -3,6 +3,9 @@ package config
 import (
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -29,13 +32,23 @@ func (c Config) String() string {
 
 // LogValue logs the configuration as groups named like the YAML keys, with
 // redis.password redacted, durations and sizes in their YAML form, and one
-// attribute per operation ("svc-admin,svc-env-manager idempotent").
+// attribute per operation ("svc-admin,svc-env-manager idempotent
+// rate_per_minute=10 quota=reserve_environment"; only the fields set).
 func (c Config) LogValue() slog.Value {
 	ops := make([]slog.Attr, 0, len(c.Operations))
 	for _, op := range c.Operations {
 		v := strings.Join(op.ServiceAccountRoles, ",")
 		if op.Idempotent {
 			v += " idempotent"
+		}
+		if op.RatePerMinute != 0 {
+			v += " rate_per_minute=" + strconv.Itoa(op.RatePerMinute)
+		}
+		if op.ConcurrentStreams != 0 {
+			v += " concurrent_streams=" + strconv.Itoa(op.ConcurrentStreams)
+		}
+		if op.Quota != "" {
+			v += " quota=" + op.Quota
 		}
 		ops = append(ops, slog.String(op.Procedure, v))
 	}
@@ -67,11 +80,53 @@ func (c Config) LogValue() slog.Value {
 			duration("max_unary_timeout", c.Requests.MaxUnaryTimeout),
 			duration("max_stream_timeout", c.Requests.MaxStreamTimeout)),
 		slog.Attr{Key: "redis", Value: c.Redis.LogValue()},
+		slog.Attr{Key: "limits", Value: c.Limits.LogValue()},
 		slog.Attr{Key: "operations", Value: slog.GroupValue(ops...)},
 		slog.Group("log",
 			slog.String("format", c.Log.Format),
 			slog.String("level", c.Log.Level)),
 	)
+}
+
+// LogValue logs the limits as groups named like the YAML keys, maps in the
+// order of their keys. Nothing here is secret.
+func (l Limits) LogValue() slog.Value {
+	plans := make([]slog.Attr, 0, len(l.Plans))
+	for _, name := range slices.Sorted(maps.Keys(l.Plans)) {
+		p := l.Plans[name]
+		plans = append(plans, slog.Group(name,
+			slog.Int("requests_per_minute", p.RequestsPerMinute),
+			slog.Int("requests_per_day", p.RequestsPerDay),
+			slog.Int("burst", p.Burst),
+			slog.Attr{Key: "quotas", Value: p.Quotas.logValue()}))
+	}
+	subjectPlans := make([]slog.Attr, 0, len(l.SubjectPlans))
+	for _, subject := range slices.Sorted(maps.Keys(l.SubjectPlans)) {
+		subjectPlans = append(subjectPlans, slog.String(subject, l.SubjectPlans[subject]))
+	}
+	subjectQuotas := make([]slog.Attr, 0, len(l.SubjectQuotas))
+	for _, subject := range slices.Sorted(maps.Keys(l.SubjectQuotas)) {
+		subjectQuotas = append(subjectQuotas, slog.Attr{Key: subject, Value: l.SubjectQuotas[subject].logValue()})
+	}
+	return slog.GroupValue(
+		slog.String("default_plan", l.DefaultPlan),
+		slog.Attr{Key: "plans", Value: slog.GroupValue(plans...)},
+		slog.Attr{Key: "subject_plans", Value: slog.GroupValue(subjectPlans...)},
+		slog.Attr{Key: "subject_quotas", Value: slog.GroupValue(subjectQuotas...)},
+		duration("stream_lease", l.StreamLease),
+		slog.Group("environment_size",
+			slog.Float64("vcpus", l.EnvironmentSize.VCPUs),
+			slog.Float64("memory_gb", l.EnvironmentSize.MemoryGB)),
+		slog.String("on_redis_failure", l.OnRedisFailure),
+		slog.Float64("local_share", l.LocalShare))
+}
+
+func (q Quotas) logValue() slog.Value {
+	return slog.GroupValue(
+		slog.Int("concurrent_environments", q.ConcurrentEnvironments),
+		slog.Int("environments_per_month", q.EnvironmentsPerMonth),
+		slog.Float64("vcpu_hours_per_month", q.VCPUHoursPerMonth),
+		slog.Float64("memory_gb_hours_per_month", q.MemoryGBHoursPerMonth))
 }
 
 // String describes the Redis settings with the password redacted.

@@ -4,9 +4,11 @@ import (
 	"crypto/tls"
 	"fmt"
 	"maps"
+	"math"
 	"net"
 	"net/url"
 	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,7 +21,13 @@ const (
 	maxRedisTimeout = 10 * time.Second
 	minBodyBytes    = 1 * KiB
 	minHeaderBytes  = 1 * KiB
+	minStreamLease  = 3 * time.Second
+	maxStreamLease  = 10 * time.Minute
 )
+
+// planName is what a plan may be called: a lowercase identifier, since a
+// token's plan claim is lowercased before it is looked up.
+var planName = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
 
 // Validate checks the whole configuration and reports every problem, each
 // naming its field by YAML path ("upstream.url: …"), in the order of the
@@ -61,6 +69,7 @@ func (c *Config) Validate() error {
 	checkPositive(&p, "requests.max_stream_timeout", c.Requests.MaxStreamTimeout)
 
 	checkRedis(&p, c.Redis)
+	checkLimits(&p, c.Limits)
 	checkOperations(&p, c.Operations)
 
 	switch c.Log.Format {
@@ -281,10 +290,138 @@ func checkOperations(p *problems, ops []Operation) {
 		if op.Idempotent && known && info.Streaming() {
 			p.add(base+".idempotent", "%q is a streaming procedure; Idempotency-Key applies to unary calls only", op.Procedure)
 		}
+		if op.RatePerMinute < 0 {
+			p.add(base+".rate_per_minute", "must be at least 0 (0: no limit of its own), not %d", op.RatePerMinute)
+		}
+		switch {
+		case op.ConcurrentStreams < 0:
+			p.add(base+".concurrent_streams", "must be at least 0 (0: no bound), not %d", op.ConcurrentStreams)
+		case op.ConcurrentStreams > 0 && known && !info.Streaming():
+			p.add(base+".concurrent_streams", "%q is not a streaming procedure; concurrent_streams applies to streaming calls only", op.Procedure)
+		}
+		switch op.Quota {
+		case "":
+		case QuotaReserveEnvironment:
+			if known && op.Procedure != procCreateEnvironment {
+				p.add(base+".quota", "%s applies to %s only", op.Quota, procCreateEnvironment)
+			}
+		case QuotaReleaseEnvironment:
+			if known && op.Procedure != procDeleteEnvironment {
+				p.add(base+".quota", "%s applies to %s only", op.Quota, procDeleteEnvironment)
+			}
+		default:
+			p.add(base+".quota", "must be empty, %s or %s, not %q", QuotaReserveEnvironment, QuotaReleaseEnvironment, op.Quota)
+		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(procedures())) {
 		if _, ok := seen[name]; !ok {
 			p.add("operations", "no row for %q (a list in the file replaces the whole default table)", name)
 		}
 	}
+}
+
+// checkLimits checks plans, subjects' overrides and the Redis-failure
+// policy. Maps are checked in the order of their keys, so that the messages
+// do not depend on the order of the file or of map iteration.
+func checkLimits(p *problems, l Limits) {
+	names := slices.Sorted(maps.Keys(l.Plans))
+	known := strings.Join(names, ", ")
+	if len(l.Plans) == 0 {
+		p.add("limits.plans", "must name at least one plan (a plans map in the file replaces the default plans whole)")
+	}
+	isPlan := func(path, name string) {
+		switch _, ok := l.Plans[name]; {
+		case ok:
+		case name == "":
+			p.add(path, "must be set, as one of limits.plans (%s)", known)
+		default:
+			p.add(path, "%q is not one of limits.plans (%s)", name, known)
+		}
+	}
+	isPlan("limits.default_plan", l.DefaultPlan)
+	for _, name := range names {
+		path := mapPath("limits.plans", name)
+		plan := l.Plans[name]
+		if !planName.MatchString(name) {
+			p.add(path, "%q is not a plan name: a lowercase letter, then up to 31 lowercase letters, digits, '_' or '-'", name)
+		}
+		if plan.RequestsPerMinute < 1 {
+			p.add(path+".requests_per_minute", "must be at least 1, not %d", plan.RequestsPerMinute)
+		}
+		if plan.RequestsPerDay < 0 {
+			p.add(path+".requests_per_day", "must be at least 0 (0: no daily cap), not %d", plan.RequestsPerDay)
+		}
+		if plan.Burst < 1 {
+			p.add(path+".burst", "must be at least 1, not %d", plan.Burst)
+		}
+		checkQuotas(p, path+".quotas", plan.Quotas)
+	}
+
+	for _, subject := range slices.Sorted(maps.Keys(l.SubjectPlans)) {
+		path := mapPath("limits.subject_plans", subject)
+		if subject == "" {
+			p.add(path, "the subject (a token's sub) must not be empty")
+		}
+		isPlan(path, l.SubjectPlans[subject])
+	}
+	for _, subject := range slices.Sorted(maps.Keys(l.SubjectQuotas)) {
+		path := mapPath("limits.subject_quotas", subject)
+		if subject == "" {
+			p.add(path, "the subject (a token's sub) must not be empty")
+		}
+		checkQuotas(p, path, l.SubjectQuotas[subject])
+	}
+
+	if l.StreamLease < minStreamLease || l.StreamLease > maxStreamLease {
+		p.add("limits.stream_lease", "must be between %s and %s, not %s", minStreamLease, maxStreamLease, l.StreamLease)
+	}
+	checkPositiveFloat(p, "limits.environment_size.vcpus", l.EnvironmentSize.VCPUs)
+	checkPositiveFloat(p, "limits.environment_size.memory_gb", l.EnvironmentSize.MemoryGB)
+	switch l.OnRedisFailure {
+	case FailOpen, FailClosed:
+	default:
+		p.add("limits.on_redis_failure", "must be %s or %s, not %q", FailOpen, FailClosed, l.OnRedisFailure)
+	}
+	if !(l.LocalShare > 0 && l.LocalShare <= 1) { // NaN too
+		p.add("limits.local_share", "must be more than 0 and at most 1, not %v", l.LocalShare)
+	}
+}
+
+func checkQuotas(p *problems, path string, q Quotas) {
+	const zero = "must be at least 0 (0: unlimited), not %v"
+	if q.ConcurrentEnvironments < 0 {
+		p.add(path+".concurrent_environments", zero, q.ConcurrentEnvironments)
+	}
+	if q.EnvironmentsPerMonth < 0 {
+		p.add(path+".environments_per_month", zero, q.EnvironmentsPerMonth)
+	}
+	for _, f := range []struct {
+		key string
+		v   float64
+	}{
+		{"vcpu_hours_per_month", q.VCPUHoursPerMonth},
+		{"memory_gb_hours_per_month", q.MemoryGBHoursPerMonth},
+	} {
+		if !(f.v >= 0) || math.IsInf(f.v, 1) { // NaN too
+			p.add(path+"."+f.key, "must be a finite number at least 0 (0: unlimited), not %v", f.v)
+		}
+	}
+}
+
+func checkPositiveFloat(p *problems, path string, v float64) {
+	if !(v > 0) || math.IsInf(v, 1) { // NaN too
+		p.add(path, "must be a finite number more than 0, not %v", v)
+	}
+}
+
+// plainKey is a map key that reads well in a dotted path.
+var plainKey = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+// mapPath names a map's entry: "limits.plans.free", or with the key quoted
+// when it would not read as one path element: limits.subject_plans["a.b"].
+func mapPath(base, key string) string {
+	if plainKey.MatchString(key) {
+		return base + "." + key
+	}
+	return base + "[" + strconv.Quote(key) + "]"
 }

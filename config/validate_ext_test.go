@@ -8,6 +8,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
+	"math"
 	"math/big"
 	"os"
 	"path/filepath"
@@ -112,6 +113,71 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"redis timeout zero", func(c *config.Config) { c.Redis.Timeout = 0 }, `redis.timeout: must be positive and at most 10s, not 0s`},
 		{"redis timeout large", func(c *config.Config) { c.Redis.Timeout = 11 * time.Second }, `redis.timeout: must be positive and at most 10s, not 11s`},
 
+		// Limits.
+		{"no plans", func(c *config.Config) { c.Limits.Plans = map[string]config.Plan{} }, "2 problems:\n" +
+			"  limits.plans: must name at least one plan (a plans map in the file replaces the default plans whole)\n" +
+			`  limits.default_plan: "free" is not one of limits.plans ()`},
+		{"plan name upper case", func(c *config.Config) { c.Limits.Plans["Gold"] = c.Limits.Plans["pro"] },
+			`limits.plans.Gold: "Gold" is not a plan name: a lowercase letter, then up to 31 lowercase letters, digits, '_' or '-'`},
+		{"plan name starts with a digit", func(c *config.Config) { c.Limits.Plans["1x"] = c.Limits.Plans["pro"] },
+			`limits.plans.1x: "1x" is not a plan name: a lowercase letter, then up to 31 lowercase letters, digits, '_' or '-'`},
+		{"plan name with a dot", func(c *config.Config) { c.Limits.Plans["pro.v2"] = c.Limits.Plans["pro"] },
+			`limits.plans["pro.v2"]: "pro.v2" is not a plan name: a lowercase letter, then up to 31 lowercase letters, digits, '_' or '-'`},
+		{"plan name too long", func(c *config.Config) { c.Limits.Plans["p"+strings.Repeat("x", 32)] = c.Limits.Plans["pro"] },
+			`limits.plans.p` + strings.Repeat("x", 32) + `: "p` + strings.Repeat("x", 32) + `" is not a plan name: a lowercase letter, then up to 31 lowercase letters, digits, '_' or '-'`},
+		{"plan name empty", func(c *config.Config) { c.Limits.Plans[""] = c.Limits.Plans["pro"] },
+			`limits.plans[""]: "" is not a plan name: a lowercase letter, then up to 31 lowercase letters, digits, '_' or '-'`},
+		{"default plan empty", func(c *config.Config) { c.Limits.DefaultPlan = "" }, `limits.default_plan: must be set, as one of limits.plans (enterprise, free, pro)`},
+		{"default plan unknown", func(c *config.Config) { c.Limits.DefaultPlan = "Free" }, `limits.default_plan: "Free" is not one of limits.plans (enterprise, free, pro)`},
+		{"rate zero", func(c *config.Config) { setPlan(c, "pro", func(p *config.Plan) { p.RequestsPerMinute = 0 }) },
+			`limits.plans.pro.requests_per_minute: must be at least 1, not 0`},
+		{"daily cap negative", func(c *config.Config) { setPlan(c, "free", func(p *config.Plan) { p.RequestsPerDay = -1 }) },
+			`limits.plans.free.requests_per_day: must be at least 0 (0: no daily cap), not -1`},
+		{"burst zero", func(c *config.Config) { setPlan(c, "enterprise", func(p *config.Plan) { p.Burst = 0 }) },
+			`limits.plans.enterprise.burst: must be at least 1, not 0`},
+		{"concurrent environments negative", func(c *config.Config) {
+			setPlan(c, "free", func(p *config.Plan) { p.Quotas.ConcurrentEnvironments = -2 })
+		},
+			`limits.plans.free.quotas.concurrent_environments: must be at least 0 (0: unlimited), not -2`},
+		{"environments per month negative", func(c *config.Config) {
+			setPlan(c, "free", func(p *config.Plan) { p.Quotas.EnvironmentsPerMonth = -1 })
+		},
+			`limits.plans.free.quotas.environments_per_month: must be at least 0 (0: unlimited), not -1`},
+		{"vcpu hours negative", func(c *config.Config) { setPlan(c, "free", func(p *config.Plan) { p.Quotas.VCPUHoursPerMonth = -0.5 }) },
+			`limits.plans.free.quotas.vcpu_hours_per_month: must be a finite number at least 0 (0: unlimited), not -0.5`},
+		{"vcpu hours NaN", func(c *config.Config) {
+			setPlan(c, "free", func(p *config.Plan) { p.Quotas.VCPUHoursPerMonth = math.NaN() })
+		},
+			`limits.plans.free.quotas.vcpu_hours_per_month: must be a finite number at least 0 (0: unlimited), not NaN`},
+		{"memory hours infinite", func(c *config.Config) {
+			setPlan(c, "pro", func(p *config.Plan) { p.Quotas.MemoryGBHoursPerMonth = math.Inf(1) })
+		},
+			`limits.plans.pro.quotas.memory_gb_hours_per_month: must be a finite number at least 0 (0: unlimited), not +Inf`},
+		{"subject plan unknown", func(c *config.Config) { c.Limits.SubjectPlans = map[string]string{"alice": "pro", "bob": "gold"} },
+			`limits.subject_plans.bob: "gold" is not one of limits.plans (enterprise, free, pro)`},
+		{"subject plan empty", func(c *config.Config) { c.Limits.SubjectPlans = map[string]string{"bob@example.com": ""} },
+			`limits.subject_plans["bob@example.com"]: must be set, as one of limits.plans (enterprise, free, pro)`},
+		{"subject plan without subject", func(c *config.Config) { c.Limits.SubjectPlans = map[string]string{"": "pro"} },
+			`limits.subject_plans[""]: the subject (a token's sub) must not be empty`},
+		{"subject quotas negative", func(c *config.Config) {
+			c.Limits.SubjectQuotas = map[string]config.Quotas{"alice": {}, "bob": {VCPUHoursPerMonth: 10, EnvironmentsPerMonth: -1}}
+		}, `limits.subject_quotas.bob.environments_per_month: must be at least 0 (0: unlimited), not -1`},
+		{"subject quotas NaN", func(c *config.Config) {
+			c.Limits.SubjectQuotas = map[string]config.Quotas{"bob": {MemoryGBHoursPerMonth: math.NaN()}}
+		}, `limits.subject_quotas.bob.memory_gb_hours_per_month: must be a finite number at least 0 (0: unlimited), not NaN`},
+		{"subject quotas without subject", func(c *config.Config) { c.Limits.SubjectQuotas = map[string]config.Quotas{"": {}} },
+			`limits.subject_quotas[""]: the subject (a token's sub) must not be empty`},
+		{"stream lease short", func(c *config.Config) { c.Limits.StreamLease = 2 * time.Second }, `limits.stream_lease: must be between 3s and 10m0s, not 2s`},
+		{"stream lease long", func(c *config.Config) { c.Limits.StreamLease = 11 * time.Minute }, `limits.stream_lease: must be between 3s and 10m0s, not 11m0s`},
+		{"vcpus zero", func(c *config.Config) { c.Limits.EnvironmentSize.VCPUs = 0 }, `limits.environment_size.vcpus: must be a finite number more than 0, not 0`},
+		{"memory negative", func(c *config.Config) { c.Limits.EnvironmentSize.MemoryGB = -4 }, `limits.environment_size.memory_gb: must be a finite number more than 0, not -4`},
+		{"memory infinite", func(c *config.Config) { c.Limits.EnvironmentSize.MemoryGB = math.Inf(1) }, `limits.environment_size.memory_gb: must be a finite number more than 0, not +Inf`},
+		{"on redis failure", func(c *config.Config) { c.Limits.OnRedisFailure = "open" }, `limits.on_redis_failure: must be fail_open or fail_closed, not "open"`},
+		{"on redis failure empty", func(c *config.Config) { c.Limits.OnRedisFailure = "" }, `limits.on_redis_failure: must be fail_open or fail_closed, not ""`},
+		{"local share zero", func(c *config.Config) { c.Limits.LocalShare = 0 }, `limits.local_share: must be more than 0 and at most 1, not 0`},
+		{"local share above one", func(c *config.Config) { c.Limits.LocalShare = 1.5 }, `limits.local_share: must be more than 0 and at most 1, not 1.5`},
+		{"local share NaN", func(c *config.Config) { c.Limits.LocalShare = math.NaN() }, `limits.local_share: must be more than 0 and at most 1, not NaN`},
+
 		// Operations.
 		{"operations empty", func(c *config.Config) { c.Operations = nil }, `operations: empty: list a row for every procedure, or omit operations to use the default table`},
 		{"operation unknown", func(c *config.Config) { c.Operations[3].Procedure = "/svc.v1.X/Y" }, "2 problems:\n" +
@@ -123,6 +189,18 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"operation person role", func(c *config.Config) { c.Operations[1].ServiceAccountRoles = []string{"svc-admin", "admin"} }, `operations[1].service_account_roles[1]: "admin" is not a service-account role: it must start with "svc-"`},
 		{"operation bare prefix", func(c *config.Config) { c.Operations[1].ServiceAccountRoles = []string{"svc-"} }, `operations[1].service_account_roles[0]: "svc-" is not a service-account role: it must start with "svc-"`},
 		{"idempotent stream", func(c *config.Config) { c.Operations[6].Idempotent = true }, `operations[6].idempotent: "/svc.v1.EnvironmentService/WatchEnvironment" is a streaming procedure; Idempotency-Key applies to unary calls only`},
+		{"operation rate negative", func(c *config.Config) { c.Operations[0].RatePerMinute = -1 }, `operations[0].rate_per_minute: must be at least 0 (0: no limit of its own), not -1`},
+		{"operation streams negative", func(c *config.Config) { c.Operations[6].ConcurrentStreams = -1 }, `operations[6].concurrent_streams: must be at least 0 (0: no bound), not -1`},
+		{"operation streams on unary", func(c *config.Config) { c.Operations[5].ConcurrentStreams = 5 },
+			`operations[5].concurrent_streams: "/svc.v1.EnvironmentService/ListEnvironments" is not a streaming procedure; concurrent_streams applies to streaming calls only`},
+		{"operation quota unknown", func(c *config.Config) { c.Operations[2].Quota = "reserve" },
+			`operations[2].quota: must be empty, reserve_environment or release_environment, not "reserve"`},
+		{"reserve on another procedure", func(c *config.Config) { c.Operations[3].Quota = "reserve_environment" },
+			`operations[3].quota: reserve_environment applies to /svc.v1.EnvironmentService/CreateEnvironment only`},
+		{"release on another procedure", func(c *config.Config) { c.Operations[2].Quota = "release_environment" },
+			`operations[2].quota: release_environment applies to /svc.v1.EnvironmentService/DeleteEnvironment only`},
+		{"release on a read", func(c *config.Config) { c.Operations[4].Quota = "release_environment" },
+			`operations[4].quota: release_environment applies to /svc.v1.EnvironmentService/DeleteEnvironment only`},
 
 		// Log.
 		{"log format", func(c *config.Config) { c.Log.Format = "JSON" }, `log.format: must be json or text, not "JSON"`},
@@ -159,6 +237,27 @@ func TestValidateAcceptsTheOtherForms(t *testing.T) {
 		{"custom service role", func(c *config.Config) { c.Operations[0].ServiceAccountRoles = []string{"svc-catalog-reader"} }},
 		{"unary longer than stream", func(c *config.Config) { c.Requests.MaxUnaryTimeout = 2 * time.Hour }},
 		{"text debug log", func(c *config.Config) { c.Log.Format, c.Log.Level = "text", "debug" }},
+		{"one plan only", func(c *config.Config) {
+			c.Limits.Plans = map[string]config.Plan{"basic_2": {RequestsPerMinute: 1, Burst: 1}}
+			c.Limits.DefaultPlan = "basic_2"
+		}},
+		{"longest plan name", func(c *config.Config) {
+			c.Limits.Plans["p"+strings.Repeat("x", 31)] = config.Plan{RequestsPerMinute: 1, Burst: 1}
+		}},
+		{"subject overrides", func(c *config.Config) {
+			c.Limits.SubjectPlans = map[string]string{"3f1c7a2e-5b8d-4c1e-9a0f-2d6b8e4c1a7f": "enterprise", "svc.ci@example.com": "pro"}
+			c.Limits.SubjectQuotas = map[string]config.Quotas{"3f1c7a2e-5b8d-4c1e-9a0f-2d6b8e4c1a7f": {VCPUHoursPerMonth: 1e6}}
+		}},
+		{"fail closed, one replica", func(c *config.Config) { c.Limits.OnRedisFailure, c.Limits.LocalShare = "fail_closed", 1 }},
+		{"stream lease bounds", func(c *config.Config) { c.Limits.StreamLease = 3 * time.Second }},
+		{"stream lease upper bound", func(c *config.Config) { c.Limits.StreamLease = 10 * time.Minute }},
+		{"fractional environment", func(c *config.Config) { c.Limits.EnvironmentSize = config.EnvironmentSize{VCPUs: 0.5, MemoryGB: 0.25} }},
+		{"no per-operation limits", func(c *config.Config) {
+			for i := range c.Operations {
+				c.Operations[i].RatePerMinute, c.Operations[i].ConcurrentStreams, c.Operations[i].Quota = 0, 0, ""
+			}
+		}},
+		{"rate on a stream", func(c *config.Config) { c.Operations[6].RatePerMinute = 5 }},
 	}
 	for _, tt := range tests {
 		c := valid()
@@ -189,6 +288,13 @@ func TestValidateReportsEveryProblemInFieldOrder(t *testing.T) {
 	if !errors.As(err, &unwrapper) || len(unwrapper.Unwrap()) != 4 {
 		t.Errorf("the error does not unwrap to its 4 problems")
 	}
+}
+
+// setPlan changes one plan of c.
+func setPlan(c *config.Config, name string, change func(p *config.Plan)) {
+	p := c.Limits.Plans[name]
+	change(&p)
+	c.Limits.Plans[name] = p
 }
 
 func TestTLSKeyPair(t *testing.T) {
