@@ -1,0 +1,189 @@
+// Package quota holds, in Redis, what a subject has open or has used, so
+// that every edge replica enforces one limit together:
+//
+//   - Streams: concurrent-stream leases (WatchEnvironment), renewed while a
+//     stream is open, so that a crashed edge frees its slots within one lease
+//     period.
+//   - Environments: environment quotas (concurrent, per calendar month) and
+//     compute quotas (vCPU-hours and memory GB-hours per calendar month),
+//     reserved before CreateEnvironment is forwarded, confirmed or rolled
+//     back by the backend's answer, released on DeleteEnvironment.
+//
+// Each decision is one Lua script, run on the slot of the subject's keys:
+// the scripts are the algorithm, the Go code passes arguments and decodes
+// results. The numbers (plan quotas, environment size) come from the caller's
+// configuration; this package neither reads config nor writes API errors: it
+// returns ErrStreamLimit, *QuotaError and ErrUnavailable, which the caller
+// maps to resource_exhausted (with a google.rpc.QuotaFailure) or through its
+// Redis outage policy.
+//
+// It is not a rate limiter (requests per minute or day live elsewhere) and
+// it does not stop environments that outrun a compute quota: it refuses the
+// next one.
+//
+// # Keys
+//
+// Keys of one subject share a hash tag, the first 32 hex digits of the
+// SHA-256 of the subject (so that no "{" or "}" in a subject can move them):
+//
+//	q:{tag}:streams        sorted set: lease id → expiry (ms, Redis clock)
+//	q:{tag}:envs:pending   sorted set: reservation id → expiry (ms, edge clock)
+//	q:{tag}:envs:running   hash: environment id → "start_ms vcpu_milli mem_milli"
+//	q:{tag}:envs:2026-11   hash: created, vcpu, mem (this month's count and
+//	                       the usage of environments closed in it)
+//	q:owner:<environment>  string: the subject that owns a running environment
+//
+// Compute is counted in milli-units × seconds (a 2 vCPU environment for one
+// hour is 7,200,000 vCPU units), integers that Lua's doubles hold exactly.
+//
+// # Deadlines
+//
+// Every Redis call gets a deadline (WithTimeout, default 50ms). go-redis
+// applies a context's deadline to socket reads and writes only when the
+// client has ContextTimeoutEnabled; otherwise its ReadTimeout and
+// WriteTimeout bound them.
+package quota
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// ErrUnavailable wraps every failure to reach Redis or run a script: the
+// caller answers through its outage policy (fail open or unavailable).
+var ErrUnavailable = errors.New("quota: redis unavailable")
+
+// Defaults.
+const (
+	DefaultTimeout        = 50 * time.Millisecond
+	DefaultLeasePeriod    = 30 * time.Second
+	DefaultReservationTTL = 60 * time.Second
+	// DefaultMaxStreams is the specification's WatchEnvironment limit.
+	DefaultMaxStreams = 20
+	// monthRetention keeps a month's counters this long after the month
+	// ends, for operators; only the current month is ever read.
+	monthRetention = 5 * 7 * 24 * time.Hour
+)
+
+// Option configures Streams and Environments. Each applies to the one that
+// uses it and is ignored by the other.
+type Option func(*options)
+
+type options struct {
+	timeout        time.Duration
+	log            *slog.Logger
+	leasePeriod    time.Duration
+	ticker         func(time.Duration) (<-chan time.Time, func())
+	now            func() time.Time
+	reservationTTL time.Duration
+}
+
+func newOptions(opts []Option) options {
+	o := options{
+		timeout:        DefaultTimeout,
+		log:            slog.Default(),
+		leasePeriod:    DefaultLeasePeriod,
+		ticker:         realTicker,
+		now:            time.Now,
+		reservationTTL: DefaultReservationTTL,
+	}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o
+}
+
+func realTicker(d time.Duration) (<-chan time.Time, func()) {
+	t := time.NewTicker(d)
+	return t.C, t.Stop
+}
+
+// WithTimeout sets the deadline of each Redis call (default 50ms).
+func WithTimeout(d time.Duration) Option {
+	return func(o *options) {
+		if d > 0 {
+			o.timeout = d
+		}
+	}
+}
+
+// WithLogger sets where Streams log renewal failures (default slog.Default).
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) {
+		if l != nil {
+			o.log = l
+		}
+	}
+}
+
+// WithLeasePeriod sets how long a stream lease lives without renewal
+// (Streams; default 30s): a crashed edge's streams free themselves within
+// it. Open streams renew every third of it. Less than 3ms is ignored.
+func WithLeasePeriod(d time.Duration) Option {
+	return func(o *options) {
+		if d >= 3*time.Millisecond {
+			o.leasePeriod = d
+		}
+	}
+}
+
+// WithRenewTicker replaces the ticker that paces lease renewals (Streams;
+// default time.NewTicker(period)). newTicker returns the ticks and a stop
+// function; tests pass a channel they drive.
+func WithRenewTicker(newTicker func(period time.Duration) (ticks <-chan time.Time, stop func())) Option {
+	return func(o *options) {
+		if newTicker != nil {
+			o.ticker = newTicker
+		}
+	}
+}
+
+// WithClock sets the edge's clock (Environments; default time.Now). It
+// decides the calendar month (in UTC), compute usage so far, and when a
+// pending reservation expires.
+func WithClock(now func() time.Time) Option {
+	return func(o *options) {
+		if now != nil {
+			o.now = now
+		}
+	}
+}
+
+// WithReservationTTL sets how long a reservation stays pending without
+// Confirm or Rollback (Environments; default 60s): the reservation of an edge
+// that crashed mid-call frees its concurrent slot after it. Less than 1ms is
+// ignored.
+func WithReservationTTL(d time.Duration) Option {
+	return func(o *options) {
+		if d >= time.Millisecond {
+			o.reservationTTL = d
+		}
+	}
+}
+
+// tag is the hash tag of a subject's keys.
+func tag(subject string) string {
+	sum := sha256.Sum256([]byte(subject))
+	return "q:{" + hex.EncodeToString(sum[:16]) + "}:"
+}
+
+// call bounds one Redis call by the configured deadline.
+func (o *options) call(ctx context.Context, f func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	return f(ctx)
+}
+
+// redisError wraps err, a failed Redis call, as ErrUnavailable, unless the
+// caller gave up (its context ended): that is no outage.
+func redisError(ctx context.Context, op string, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("quota: %s: %w", op, ctx.Err())
+	}
+	return fmt.Errorf("quota: %s: %w: %w", op, ErrUnavailable, err)
+}
