@@ -95,9 +95,10 @@ type Requests struct {
 
 // Redis is the edge's shared state.
 type Redis struct {
-	// Addr is one Redis host:port. Env EDGE_REDIS_ADDR.
+	// Addr is one Redis host:port. Default 127.0.0.1:6379. Env EDGE_REDIS_ADDR.
 	Addr string `yaml:"addr"`
-	// ClusterAddrs, instead of Addr, are seed nodes of a Redis Cluster.
+	// ClusterAddrs, instead of Addr, are seed nodes of a Redis Cluster; when
+	// set, Addr is ignored.
 	// Env EDGE_REDIS_CLUSTER_ADDRS (comma-separated).
 	ClusterAddrs []string `yaml:"cluster_addrs"`
 	// Username and Password authenticate to Redis. Env EDGE_REDIS_USERNAME,

@@ -36,6 +36,7 @@ func Default() *Config {
 			MaxStreamTimeout: time.Hour,
 		},
 		Redis: Redis{
+			Addr:    "127.0.0.1:6379",
 			Timeout: 50 * time.Millisecond,
 		},
 		Limits: Limits{

@@ -203,7 +203,7 @@ log: {format: text, level: debug}
 	want.Upstream.URL = "http://orgsvc:8082"
 	want.OIDC.IssuerURL = "https://id.example.com/realms/prod"
 	want.OIDC.Audience = "edge"
-	want.Redis.ClusterAddrs = []string{"redis-0:6379", "redis-1:6379"} // and redis.addr from the file cleared
+	want.Redis.Addr, want.Redis.ClusterAddrs = "", []string{"redis-0:6379", "redis-1:6379"} // and redis.addr from the file cleared
 	want.Redis.Username = "edge"
 	want.Redis.Password = "s3cret"
 	want.Limits.OnRedisFailure = "fail_open"

@@ -244,14 +244,15 @@ func checkRoleClaims(p *problems, path string, claims []string) {
 }
 
 func checkRedis(p *problems, r Redis) {
-	if r.Addr != "" {
-		checkDialAddr(p, "redis.addr", r.Addr)
-		if len(r.ClusterAddrs) > 0 {
-			p.add("redis.cluster_addrs", "must be empty when redis.addr is set: name one Redis or the seeds of a cluster, not both")
+	switch {
+	case len(r.ClusterAddrs) > 0: // the cluster wins over addr (which has a default)
+		for i, a := range r.ClusterAddrs {
+			checkDialAddr(p, fmt.Sprintf("redis.cluster_addrs[%d]", i), a)
 		}
-	}
-	for i, a := range r.ClusterAddrs {
-		checkDialAddr(p, fmt.Sprintf("redis.cluster_addrs[%d]", i), a)
+	case r.Addr != "":
+		checkDialAddr(p, "redis.addr", r.Addr)
+	default:
+		p.add("redis", "set addr or cluster_addrs: the edge keeps its limits, quotas and idempotency keys in Redis")
 	}
 	if r.Timeout <= 0 || r.Timeout > maxRedisTimeout {
 		p.add("redis.timeout", "must be positive and at most %s, not %s", maxRedisTimeout, r.Timeout)

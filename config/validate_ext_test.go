@@ -103,13 +103,10 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"stream timeout zero", func(c *config.Config) { c.Requests.MaxStreamTimeout = 0 }, `requests.max_stream_timeout: must be positive, not 0s`},
 
 		// Redis.
-		{"redis addr and cluster", func(c *config.Config) {
-			c.Redis.Addr = "redis:6379"
-			c.Redis.ClusterAddrs = []string{"redis-0:6379"}
-		}, `redis.cluster_addrs: must be empty when redis.addr is set: name one Redis or the seeds of a cluster, not both`},
 		{"redis addr without host", func(c *config.Config) { c.Redis.Addr = ":6379" }, `redis.addr: ":6379": needs a host`},
 		{"redis addr port zero", func(c *config.Config) { c.Redis.Addr = "redis:0" }, `redis.addr: "redis:0": port must be a number from 1 to 65535`},
-		{"redis cluster addr bad", func(c *config.Config) { c.Redis.ClusterAddrs = []string{"redis-0:6379", "redis-1"} }, `redis.cluster_addrs[1]: "redis-1" is not host:port`},
+		{"redis cluster addr bad", func(c *config.Config) { c.Redis.Addr, c.Redis.ClusterAddrs = "", []string{"redis-0:6379", "redis-1"} }, `redis.cluster_addrs[1]: "redis-1" is not host:port`},
+		{"redis none", func(c *config.Config) { c.Redis.Addr = "" }, `redis: set addr or cluster_addrs: the edge keeps its limits, quotas and idempotency keys in Redis`},
 		{"redis timeout zero", func(c *config.Config) { c.Redis.Timeout = 0 }, `redis.timeout: must be positive and at most 10s, not 0s`},
 		{"redis timeout large", func(c *config.Config) { c.Redis.Timeout = 11 * time.Second }, `redis.timeout: must be positive and at most 10s, not 11s`},
 
@@ -233,7 +230,9 @@ func TestValidateAcceptsTheOtherForms(t *testing.T) {
 		{"https issuer", func(c *config.Config) { c.OIDC.IssuerURL = "https://id.example.com/realms/prod" }},
 		{"zero skew", func(c *config.Config) { c.OIDC.ClockSkew = 0 }},
 		{"single redis", func(c *config.Config) { c.Redis.Addr = "redis.internal:6379" }},
-		{"redis cluster", func(c *config.Config) { c.Redis.ClusterAddrs = []string{"redis-0:6379", "[fd00::1]:6379"} }},
+		{"redis cluster", func(c *config.Config) {
+			c.Redis.Addr, c.Redis.ClusterAddrs = "", []string{"redis-0:6379", "[fd00::1]:6379"}
+		}},
 		{"custom service role", func(c *config.Config) { c.Operations[0].ServiceAccountRoles = []string{"svc-catalog-reader"} }},
 		{"unary longer than stream", func(c *config.Config) { c.Requests.MaxUnaryTimeout = 2 * time.Hour }},
 		{"text debug log", func(c *config.Config) { c.Log.Format, c.Log.Level = "text", "debug" }},
