@@ -1,0 +1,207 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// BreakerState is the state of the circuit breaker in front of Redis.
+type BreakerState int32
+
+const (
+	BreakerClosed   BreakerState = iota // calls go to Redis
+	BreakerOpen                         // calls do not go to Redis
+	BreakerHalfOpen                     // one probe is on its way to Redis
+)
+
+func (s BreakerState) String() string {
+	switch s {
+	case BreakerOpen:
+		return "open"
+	case BreakerHalfOpen:
+		return "half-open"
+	}
+	return "closed"
+}
+
+// errOpen stands for the Redis call that the open breaker did not make.
+var errOpen = errors.New("circuit breaker open after consecutive failures")
+
+// breaker opens after threshold consecutive failures, so that an outage
+// costs a request nothing; after cooldown it lets one probe through, whose
+// success closes it.
+type breaker struct {
+	threshold int
+	cooldown  time.Duration
+
+	mu       sync.Mutex
+	state    BreakerState
+	failures int
+	openedAt time.Time
+	downAt   time.Time // when the current outage began
+}
+
+// acquire reports whether a call may go to Redis now.
+func (b *breaker) acquire(now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch b.state {
+	case BreakerClosed:
+		return true
+	case BreakerOpen:
+		if now.Sub(b.openedAt) >= b.cooldown {
+			b.state = BreakerHalfOpen
+			return true
+		}
+	}
+	return false
+}
+
+// succeed records an answer; it returns how long Redis was down if this
+// answer ends an outage.
+func (b *breaker) succeed(now time.Time) (down time.Duration, recovered bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.failures = 0
+	if b.state == BreakerClosed {
+		return 0, false
+	}
+	b.state = BreakerClosed
+	return now.Sub(b.downAt), true
+}
+
+// fail records a failed call; it reports whether the breaker opened from
+// closed.
+func (b *breaker) fail(now time.Time) (opened bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.failures++
+	switch {
+	case b.state == BreakerHalfOpen:
+		b.state, b.openedAt = BreakerOpen, now
+	case b.state == BreakerClosed && b.failures >= b.threshold:
+		b.state, b.openedAt, b.downAt = BreakerOpen, now, now
+		return true
+	}
+	return false
+}
+
+// abandon records a call whose caller gave up: it says nothing about Redis,
+// but a probe must be made again.
+func (b *breaker) abandon() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.state == BreakerHalfOpen {
+		b.state = BreakerOpen // openedAt unchanged: the next call probes
+	}
+}
+
+func (b *breaker) State() BreakerState {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.state
+}
+
+// call runs f against Redis under the breaker and the Limiter's deadline.
+// It returns when the deadline passes even if f has not (a client without
+// ContextTimeoutEnabled keeps reading until its own ReadTimeout).
+func call[T any](l *Limiter, ctx context.Context, f func(context.Context) (T, error)) (T, error) {
+	var zero T
+	if !l.breaker.acquire(l.opts.Now()) {
+		return zero, errOpen
+	}
+	l.stats.redisCalls.Add(1)
+	ctx2, cancel := context.WithTimeout(ctx, l.opts.Timeout)
+	defer cancel()
+	type result struct {
+		v   T
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		v, err := f(ctx2)
+		done <- result{v, err}
+	}()
+	var r result
+	select {
+	case r = <-done:
+	case <-ctx2.Done():
+		r.err = fmt.Errorf("no answer from redis within %v: %w", l.opts.Timeout, ctx2.Err())
+	}
+	now := l.opts.Now()
+	switch {
+	case r.err == nil:
+		if down, ok := l.breaker.succeed(now); ok {
+			l.opts.Logger.Info("ratelimit: redis answers again; circuit breaker closed", "down_for", down.Round(time.Millisecond))
+		}
+		return r.v, nil
+	case ctx.Err() != nil:
+		l.breaker.abandon()
+		return zero, r.err
+	}
+	l.stats.redisErrors.Add(1)
+	if l.breaker.fail(now) {
+		l.stats.breakerOpens.Add(1)
+		l.opts.Logger.Warn("ratelimit: redis unavailable; circuit breaker open",
+			"err", r.err, "policy", l.opts.Policy.String(), "cooldown", l.opts.Cooldown)
+		l.logMu.Lock()
+		l.lastLog, l.suppressed = now, 0
+		l.logMu.Unlock()
+	}
+	return zero, fmt.Errorf("redis: %w", r.err)
+}
+
+// logTrouble logs a request decided without Redis at most once per
+// LogInterval, with the number of such requests since the last line.
+func (l *Limiter) logTrouble(now time.Time, err error) {
+	l.logMu.Lock()
+	l.suppressed++
+	if !l.lastLog.IsZero() && now.Sub(l.lastLog) < l.opts.LogInterval {
+		l.logMu.Unlock()
+		return
+	}
+	n := l.suppressed
+	l.lastLog, l.suppressed = now, 0
+	l.logMu.Unlock()
+	l.opts.Logger.Warn("ratelimit: deciding without redis",
+		"err", err, "policy", l.opts.Policy.String(), "requests", n, "breaker", l.breaker.State().String())
+}
+
+// Stats are counts since New and the breaker's state, for metrics.
+type Stats struct {
+	Breaker BreakerState
+	// FailOpen is true while the breaker is not closed under FailOpen:
+	// requests are decided by this replica's local limiters.
+	FailOpen bool
+
+	RedisCalls   uint64 // calls made to Redis (not those the breaker stopped)
+	RedisErrors  uint64 // calls that failed or passed the deadline
+	BreakerOpens uint64 // times the breaker opened
+
+	// Decisions by outcome and source.
+	AllowedRedis, RefusedRedis       uint64
+	RefusedCache                     uint64
+	AllowedFailOpen, RefusedFailOpen uint64
+	Unavailable                      uint64 // ErrUnavailable under FailClosed
+}
+
+// Stats returns the current counts.
+func (l *Limiter) Stats() Stats {
+	s := l.breaker.State()
+	return Stats{
+		Breaker:         s,
+		FailOpen:        s != BreakerClosed && l.opts.Policy == FailOpen,
+		RedisCalls:      l.stats.redisCalls.Load(),
+		RedisErrors:     l.stats.redisErrors.Load(),
+		BreakerOpens:    l.stats.breakerOpens.Load(),
+		AllowedRedis:    l.stats.allowedRedis.Load(),
+		RefusedRedis:    l.stats.refusedRedis.Load(),
+		RefusedCache:    l.stats.refusedCache.Load(),
+		AllowedFailOpen: l.stats.allowedFailOpen.Load(),
+		RefusedFailOpen: l.stats.refusedFailOpen.Load(),
+		Unavailable:     l.stats.unavailable.Load(),
+	}
+}

@@ -1,0 +1,42 @@
+package ratelimit_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/orgedge/edge/edge/ratelimit"
+)
+
+// A CreateEnvironment call of a Free-plan subject: the plan's rate, the
+// operation's rate and the daily cap, decided in one round trip.
+func ExampleLimiter_Allow() {
+	rdb := redis.NewUniversalClient(&redis.UniversalOptions{
+		Addrs:                 []string{"127.0.0.1:6379"},
+		ContextTimeoutEnabled: true, // lets the Limiter's deadline free the connection too
+	})
+	limiter := ratelimit.New(rdb, ratelimit.Options{
+		Timeout: 50 * time.Millisecond,
+		Policy:  ratelimit.FailOpen,
+		Logger:  slog.Default(),
+	})
+	d, err := limiter.Allow(context.Background(), ratelimit.Request{
+		Subject: "key:3f9c",
+		Limits: []ratelimit.Limit{
+			{Name: "plan", Rate: 60, Period: time.Minute, Burst: 100},
+			{Name: "op:CreateEnvironment", Rate: 10, Period: time.Minute, Burst: 10},
+		},
+		Daily: 10_000,
+	})
+	switch {
+	case err != nil: // ErrUnavailable under FailClosed: answer unavailable
+		fmt.Println("unavailable:", err)
+	case !d.Allowed: // answer 429 with Retry-After
+		fmt.Printf("refused by %s, retry in %v\n", d.Refused, d.RetryAfter.Round(time.Second))
+	default:
+		fmt.Println("allowed,", d.Today, "requests today")
+	}
+}

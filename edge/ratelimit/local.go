@@ -1,0 +1,145 @@
+package ratelimit
+
+import (
+	"math"
+	"sync"
+	"time"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+	"golang.org/x/time/rate"
+)
+
+// refusals remember what Redis refused, by limit, until the refusal expires:
+// a subject over a limit is refused again without a round trip. A refusal
+// only grows until then (a TAT or a day's count does not go back), so the
+// cache never refuses what Redis would admit, for a cost at least as high.
+type refusals struct {
+	cache *lru.Cache[string, refusal] // by keys.ids or keys.dayID
+}
+
+type refusal struct {
+	until, reset time.Time // edge clock
+	cost         int
+}
+
+func newRefusals(size int) *refusals {
+	if size < 0 {
+		return &refusals{}
+	}
+	c, _ := lru.New[string, refusal](size) // size > 0: no error
+	return &refusals{cache: c}
+}
+
+// decide refuses req if a limit of it is remembered as refusing.
+func (r *refusals) decide(req Request, k keys, now time.Time) (Decision, bool) {
+	if r.cache == nil {
+		return Decision{}, false
+	}
+	d := Decision{Source: SourceCache}
+	check := func(id, name string, limit, burst int, window time.Duration) {
+		f, ok := r.cache.Get(id)
+		if !ok || !now.Before(f.until) || req.Cost < f.cost {
+			return
+		}
+		d.States = append(d.States, State{Name: name, Limit: limit, Burst: burst, Window: window, ResetAfter: f.reset.Sub(now)})
+		if after := f.until.Sub(now); after > d.RetryAfter {
+			d.Refused, d.RetryAfter = name, after
+		}
+	}
+	for i, lim := range req.Limits {
+		check(k.ids[i], lim.Name, lim.Rate, lim.Burst, lim.Period)
+	}
+	if req.Daily > 0 {
+		check(k.dayID, DailyName, req.Daily, req.Daily, 24*time.Hour)
+	}
+	return d, d.Refused != ""
+}
+
+// remember stores the refusing limits of a verdict of Redis.
+func (r *refusals) remember(req Request, k keys, v verdict, now time.Time) {
+	if r.cache == nil {
+		return
+	}
+	for i, s := range v.States {
+		if v.retry[i] < 0 {
+			continue
+		}
+		id := k.dayID
+		if i < len(req.Limits) {
+			id = k.ids[i]
+		}
+		r.cache.Add(id, refusal{until: now.Add(v.retry[i]), reset: now.Add(s.ResetAfter), cost: req.Cost})
+	}
+}
+
+// localLimiter decides while Redis fails under FailOpen: this replica alone
+// admits its share of each limit, with golang.org/x/time/rate per subject
+// and limit, and a count per subject and day.
+type localLimiter struct {
+	share float64
+
+	mu    sync.Mutex // makes check-then-consume atomic across limits
+	rates *lru.Cache[string, *rate.Limiter]
+	days  *lru.Cache[string, int]
+}
+
+func newLocalLimiter(share float64, size int) *localLimiter {
+	rates, _ := lru.New[string, *rate.Limiter](size)
+	days, _ := lru.New[string, int](size)
+	return &localLimiter{share: share, rates: rates, days: days}
+}
+
+// part is this replica's share of n, at least 1.
+func (ll *localLimiter) part(n int) int { return max(1, int(ll.share*float64(n))) }
+
+func (ll *localLimiter) decide(req Request, k keys, now time.Time) Decision {
+	ll.mu.Lock()
+	defer ll.mu.Unlock()
+	d := Decision{Allowed: true, Source: SourceFailOpen}
+	refuse := func(name string, after time.Duration) {
+		if d.Allowed || after > d.RetryAfter {
+			d.Refused, d.RetryAfter = name, after
+		}
+		d.Allowed = false
+	}
+	cost := float64(req.Cost)
+	lims := make([]*rate.Limiter, len(req.Limits))
+	for i, lim := range req.Limits {
+		rl, ok := ll.rates.Get(k.ids[i])
+		if !ok {
+			perSecond := ll.share * float64(lim.Rate) / lim.Period.Seconds()
+			rl = rate.NewLimiter(rate.Limit(perSecond), ll.part(lim.Burst))
+			ll.rates.Add(k.ids[i], rl)
+		}
+		lims[i] = rl
+		if tokens := rl.TokensAt(now); tokens < cost {
+			refuse(lim.Name, secondsOf((cost-tokens)/float64(rl.Limit())))
+		}
+	}
+	used, _ := ll.days.Get(k.dayID)
+	if req.Daily > 0 && used+req.Cost > ll.part(req.Daily) {
+		refuse(DailyName, k.midnight.Sub(now))
+	}
+	if d.Allowed {
+		for _, rl := range lims {
+			rl.AllowN(now, req.Cost)
+		}
+		used += req.Cost
+		ll.days.Add(k.dayID, used)
+	}
+	for i, lim := range req.Limits {
+		rl := lims[i]
+		tokens := rl.TokensAt(now)
+		d.States = append(d.States, State{
+			Name: lim.Name, Limit: lim.Rate, Burst: lim.Burst, Window: lim.Period,
+			Remaining:  int(math.Floor(max(0, tokens))),
+			ResetAfter: secondsOf((float64(rl.Burst()) - tokens) / float64(rl.Limit())),
+		})
+	}
+	if req.Daily > 0 {
+		d.States = append(d.States, k.dailyState(ll.part(req.Daily), int64(used)))
+	}
+	return d
+}
+
+func secondsOf(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

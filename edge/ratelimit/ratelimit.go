@@ -1,0 +1,457 @@
+// Package ratelimit decides whether the edge admits a request under its
+// subject's rate limits: GCRA rates (the plan's, an operation's) with
+// go-redis/redis_rate's semantics, and a fixed UTC-day cap. Every limit that
+// applies to a request is checked and consumed together, in one Redis round
+// trip, so that a request refused by any limit consumes none.
+//
+// The numbers are the caller's (plans are config). The package also counts
+// each subject's admitted requests per day and month, for usage reports.
+//
+// When Redis does not answer, a circuit breaker stops waiting for it and a
+// policy decides: FailOpen (each replica admits its share of each limit on its
+// own) or FailClosed (ErrUnavailable).
+//
+// It is not for concurrency limits (stream leases) or quotas that are
+// reserved and released (environments, compute).
+package ratelimit
+
+import (
+	"context"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+//go:embed allow.lua
+var allowLua string
+
+// allowScript runs with EVALSHA, falling back to EVAL when Redis lacks it.
+var allowScript = redis.NewScript(allowLua)
+
+// DailyName is the name under which the daily cap appears in a Decision.
+const DailyName = "daily"
+
+// Sources of a Decision.
+const (
+	SourceRedis    = "redis"       // decided by the script
+	SourceCache    = "local-cache" // refused again from a refusal Redis made earlier
+	SourceFailOpen = "fail-open"   // decided by this replica's local limiter while Redis failed
+)
+
+// ErrUnavailable is returned by Allow under FailClosed, and by Usage, when
+// Redis does not answer. Callers map it to the code unavailable.
+var ErrUnavailable = errors.New("ratelimit: redis unavailable")
+
+// Limit is a GCRA rate: Rate requests per Period on average, up to Burst at
+// once. Name identifies the limit within a subject (for example "plan" or
+// "op:CreateEnvironment"); it is part of the Redis key, so one name must keep
+// one meaning.
+type Limit struct {
+	Name   string
+	Rate   int
+	Period time.Duration
+	Burst  int
+}
+
+// Request is one request's claim on its subject's limits.
+type Request struct {
+	// Subject is whose limits these are (API key, user); any string.
+	Subject string
+	// Limits are checked and consumed together.
+	Limits []Limit
+	// Daily caps the subject's requests per UTC day of the edge's clock;
+	// 0 means no cap (the day is still counted).
+	Daily int
+	// Cost is how much the request consumes of each limit; 0 means 1.
+	Cost int
+}
+
+// Decision is the answer for one request.
+type Decision struct {
+	Allowed bool
+	// Refused names the limit that refused (DailyName for the daily cap): of
+	// those that refused, the one that frees last. Empty when allowed.
+	Refused string
+	// RetryAfter is, when refused, the earliest time after which a retry can
+	// pass every limit that refused it. For the daily cap that is the next
+	// UTC midnight. Zero when allowed.
+	RetryAfter time.Duration
+	// States has one entry per limit, in the request's order, then one for
+	// the daily cap when there is one. From the refusal cache it holds only
+	// the refusing limits; under FailOpen, Remaining and ResetAfter are this
+	// replica's local share.
+	States []State
+	// Source says who decided: SourceRedis, SourceCache or SourceFailOpen.
+	Source string
+	// Today and Month are the subject's admitted cost in the current UTC
+	// day and month, this request included when allowed. Zero unless Source
+	// is SourceRedis.
+	Today, Month int64
+}
+
+// State is one limit's standing after a decision, for rate limit headers.
+type State struct {
+	Name string
+	// Limit requests per Window; Burst may be admitted at once (for the
+	// daily cap, Burst equals Limit).
+	Limit  int
+	Burst  int
+	Window time.Duration
+	// Remaining is how many more requests the limit would admit right now
+	// (up to Burst).
+	Remaining int
+	// ResetAfter is when the limit is back to full (for the daily cap, the
+	// next UTC midnight).
+	ResetAfter time.Duration
+}
+
+// Policy is what Allow does when Redis does not answer.
+type Policy int
+
+const (
+	// FailOpen decides locally: each replica admits up to Options.LocalShare
+	// of every limit.
+	FailOpen Policy = iota
+	// FailClosed refuses with ErrUnavailable.
+	FailClosed
+)
+
+// ParsePolicy reads "fail_open" or "fail_closed", as in config.
+func ParsePolicy(s string) (Policy, error) {
+	switch s {
+	case "fail_open":
+		return FailOpen, nil
+	case "fail_closed":
+		return FailClosed, nil
+	}
+	return 0, fmt.Errorf("ratelimit: unknown policy %q (want fail_open or fail_closed)", s)
+}
+
+func (p Policy) String() string {
+	if p == FailClosed {
+		return "fail_closed"
+	}
+	return "fail_open"
+}
+
+// Options tune a Limiter. The zero value is usable.
+type Options struct {
+	// Timeout bounds every Redis call (default 50ms). Allow returns by then
+	// even when the client ignores context deadlines; set the client's
+	// ContextTimeoutEnabled so that it also frees the connection.
+	Timeout time.Duration
+	// Policy applies while Redis does not answer (default FailOpen).
+	Policy Policy
+	// LocalShare is the part of each limit's rate, burst and daily cap that
+	// one replica admits by itself under FailOpen (default 0.5).
+	LocalShare float64
+	// FailureThreshold consecutive failed calls open the circuit breaker
+	// (default 5). While open, Allow does not call Redis.
+	FailureThreshold int
+	// Cooldown is how long the breaker stays open before it lets one probe
+	// through (default 5s). The probe's success closes it.
+	Cooldown time.Duration
+	// LogInterval is the least time between two log lines about a failing
+	// Redis, apart from the breaker's changes of state (default 30s).
+	LogInterval time.Duration
+	// RefusalCache is how many refusals the Limiter remembers, to refuse
+	// again without Redis until they expire (default 10,000; negative: none).
+	RefusalCache int
+	// LocalEntries bounds the number of local limiters kept for FailOpen
+	// (default 10,000); the least recently used are dropped.
+	LocalEntries int
+	// Now is the edge's clock, for the daily window, the caches and the
+	// breaker (default time.Now). GCRA uses Redis's clock.
+	Now func() time.Time
+	// Logger (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// Limiter is safe for concurrent use. Several Limiters (replicas) sharing one
+// Redis admit together what one would.
+type Limiter struct {
+	rdb     redis.UniversalClient
+	opts    Options
+	breaker breaker
+	refused *refusals
+	local   *localLimiter
+	stats   counters
+
+	logMu      sync.Mutex
+	lastLog    time.Time
+	suppressed int
+}
+
+// New returns a Limiter on client, which may be a Redis Cluster client.
+func New(client redis.UniversalClient, opts Options) *Limiter {
+	if opts.Timeout <= 0 {
+		opts.Timeout = 50 * time.Millisecond
+	}
+	if !(opts.LocalShare > 0) { // also NaN
+		opts.LocalShare = 0.5
+	}
+	if opts.FailureThreshold <= 0 {
+		opts.FailureThreshold = 5
+	}
+	if opts.Cooldown <= 0 {
+		opts.Cooldown = 5 * time.Second
+	}
+	if opts.LogInterval <= 0 {
+		opts.LogInterval = 30 * time.Second
+	}
+	if opts.RefusalCache == 0 {
+		opts.RefusalCache = 10_000
+	}
+	if opts.LocalEntries <= 0 {
+		opts.LocalEntries = 10_000
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	return &Limiter{
+		rdb:     client,
+		opts:    opts,
+		breaker: breaker{threshold: opts.FailureThreshold, cooldown: opts.Cooldown},
+		refused: newRefusals(opts.RefusalCache),
+		local:   newLocalLimiter(opts.LocalShare, opts.LocalEntries),
+	}
+}
+
+// Allow decides req and, when it is allowed, consumes it from every limit.
+// The error is ErrUnavailable (wrapped) under FailClosed when Redis does not
+// answer, the context's error when ctx ends first, or a description of an
+// invalid request; a refusal is a Decision, not an error.
+func (l *Limiter) Allow(ctx context.Context, req Request) (Decision, error) {
+	if req.Cost == 0 {
+		req.Cost = 1
+	}
+	if err := req.validate(); err != nil {
+		return Decision{}, err
+	}
+	now := l.opts.Now()
+	k := keysFor(req, now)
+
+	if d, ok := l.refused.decide(req, k, now); ok {
+		l.stats.refusedCache.Add(1)
+		return d, nil
+	}
+	v, err := call(l, ctx, func(ctx context.Context) (verdict, error) {
+		v, err := allowScript.Run(ctx, l.rdb, k.all, k.args(req)...).Slice()
+		if err != nil {
+			return verdict{}, err
+		}
+		return decode(req, k, v)
+	})
+	switch {
+	case err == nil:
+		if v.Allowed {
+			l.stats.allowedRedis.Add(1)
+		} else {
+			l.stats.refusedRedis.Add(1)
+			l.refused.remember(req, k, v, now)
+		}
+		return v.Decision, nil
+	case ctx.Err() != nil:
+		return Decision{}, fmt.Errorf("ratelimit: %w", ctx.Err())
+	}
+	l.logTrouble(now, err)
+	if l.opts.Policy == FailClosed {
+		l.stats.unavailable.Add(1)
+		return Decision{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	d := l.local.decide(req, k, now)
+	if d.Allowed {
+		l.stats.allowedFailOpen.Add(1)
+	} else {
+		l.stats.refusedFailOpen.Add(1)
+	}
+	return d, nil
+}
+
+// Usage is a subject's admitted cost in the current UTC day and month of
+// the edge's clock, as counted by Allow.
+type Usage struct{ Today, Month int64 }
+
+// Usage reads the subject's counters in one round trip. Requests decided
+// while Redis failed are not counted.
+func (l *Limiter) Usage(ctx context.Context, subject string) (Usage, error) {
+	k := keysFor(Request{Subject: subject}, l.opts.Now())
+	u, err := call(l, ctx, func(ctx context.Context) (Usage, error) {
+		v, err := l.rdb.MGet(ctx, k.day, k.month).Result()
+		if err != nil {
+			return Usage{}, err
+		}
+		today, _ := v[0].(string)
+		month, _ := v[1].(string)
+		var u Usage
+		u.Today, _ = strconv.ParseInt(today, 10, 64)
+		u.Month, _ = strconv.ParseInt(month, 10, 64)
+		return u, nil
+	})
+	if err != nil {
+		if ctx.Err() == nil {
+			err = fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+		return Usage{}, err
+	}
+	return u, nil
+}
+
+func (r *Request) validate() error {
+	if r.Subject == "" {
+		return errors.New("ratelimit: request without subject")
+	}
+	if r.Cost < 0 || r.Daily < 0 {
+		return fmt.Errorf("ratelimit: negative cost %d or daily cap %d", r.Cost, r.Daily)
+	}
+	seen := make(map[string]bool, len(r.Limits))
+	for _, lim := range r.Limits {
+		switch {
+		case lim.Name == "" || lim.Name == DailyName || strings.HasPrefix(lim.Name, "day:") || strings.HasPrefix(lim.Name, "month:"):
+			return fmt.Errorf("ratelimit: limit name %q is empty or reserved", lim.Name)
+		case seen[lim.Name]:
+			return fmt.Errorf("ratelimit: limit %q twice in one request", lim.Name)
+		case lim.Rate <= 0 || lim.Period <= 0 || lim.Burst <= 0:
+			return fmt.Errorf("ratelimit: limit %q needs a positive rate, period and burst", lim.Name)
+		}
+		seen[lim.Name] = true
+	}
+	return nil
+}
+
+// keys are a request's Redis keys and the identities under which the
+// in-process tables remember its limits.
+type keys struct {
+	all        []string // the script's KEYS: one per limit, day, month
+	day, month string
+	ids        []string // per limit: key and numbers, so that new numbers start afresh
+	dayID      string
+	// On the edge's clock: now, and the ends of the day and month windows.
+	now, midnight, monthEnd time.Time
+}
+
+// keysFor names the subject's keys. They share a hash tag so that one
+// request's keys are on one Redis Cluster slot; the tag is a hash of the
+// subject, which may hold any character (braces too).
+func keysFor(req Request, now time.Time) keys {
+	sum := sha256.Sum256([]byte(req.Subject))
+	prefix := "rl:{" + hex.EncodeToString(sum[:16]) + "}:"
+	now = now.UTC()
+	y, m, d := now.Date()
+	k := keys{
+		now:      now,
+		day:      prefix + "day:" + now.Format(time.DateOnly),
+		month:    prefix + "month:" + now.Format("2006-01"),
+		midnight: time.Date(y, m, d+1, 0, 0, 0, 0, time.UTC),
+		monthEnd: time.Date(y, m+1, 1, 0, 0, 0, 0, time.UTC),
+	}
+	for _, lim := range req.Limits {
+		key := prefix + lim.Name
+		k.all = append(k.all, key)
+		k.ids = append(k.ids, fmt.Sprintf("%s|%d/%d/%d", key, lim.Rate, lim.Period, lim.Burst))
+	}
+	k.all = append(k.all, k.day, k.month)
+	k.dayID = fmt.Sprintf("%s|%d", k.day, req.Daily)
+	return k
+}
+
+// args are the script's ARGV (see allow.lua). The numbers are passed as
+// redis_rate passes them, so that the arithmetic is the same.
+func (k keys) args(req Request) []any {
+	args := []any{
+		len(req.Limits), req.Cost, req.Daily,
+		k.ttl(k.midnight, time.Hour), k.ttl(k.monthEnd, 24*time.Hour),
+	}
+	for _, lim := range req.Limits {
+		args = append(args, lim.Burst, lim.Rate, lim.Period.Seconds())
+	}
+	return args
+}
+
+// ttl is how long, in whole seconds, a counter lives: a grace period past
+// the end of its window, so that a replica whose clock lags still finds it.
+func (k keys) ttl(end time.Time, grace time.Duration) int64 {
+	return int64(math.Ceil((end.Sub(k.now) + grace).Seconds()))
+}
+
+// verdict is a Decision of Redis with, for each of its States, the time
+// after which that limit would admit the request again (negative when it
+// did not refuse), for the refusal cache.
+type verdict struct {
+	Decision
+	retry []time.Duration
+}
+
+// decode turns the script's answer into a verdict.
+func decode(req Request, k keys, v []any) (verdict, error) {
+	if len(v) != 4+4*len(req.Limits) {
+		return verdict{}, fmt.Errorf("ratelimit: script answered %d values for %d limits", len(v), len(req.Limits))
+	}
+	n := func(i int) int64 { x, _ := v[i].(int64); return x }
+	d := verdict{Decision: Decision{Allowed: n(0) == 1, Source: SourceRedis, Today: n(2), Month: n(3)}}
+	add := func(s State, refused bool, after time.Duration) {
+		d.States = append(d.States, s)
+		if !refused {
+			d.retry = append(d.retry, -1)
+			return
+		}
+		d.retry = append(d.retry, after)
+		if d.Refused == "" || after > d.RetryAfter {
+			d.Refused, d.RetryAfter = s.Name, after
+		}
+	}
+	for i, lim := range req.Limits {
+		at := 4 + 4*i
+		retry, err1 := seconds(v[at+2])
+		reset, err2 := seconds(v[at+3])
+		if err := errors.Join(err1, err2); err != nil {
+			return verdict{}, err
+		}
+		add(State{
+			Name: lim.Name, Limit: lim.Rate, Burst: lim.Burst, Window: lim.Period,
+			Remaining: int(n(at + 1)), ResetAfter: reset,
+		}, n(at) == 1, retry)
+	}
+	if req.Daily > 0 {
+		add(k.dailyState(req.Daily, d.Today), n(1) == 1, k.midnight.Sub(k.now))
+	}
+	return d, nil
+}
+
+func (k keys) dailyState(limit int, used int64) State {
+	return State{
+		Name: DailyName, Limit: limit, Burst: limit, Window: 24 * time.Hour,
+		Remaining: int(max(0, int64(limit)-used)), ResetAfter: k.midnight.Sub(k.now),
+	}
+}
+
+// seconds reads a float number of seconds as redis_rate does.
+func seconds(v any) (time.Duration, error) {
+	s, _ := v.(string)
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return 0, fmt.Errorf("ratelimit: script answered %q for a duration: %w", s, err)
+	}
+	return time.Duration(f * float64(time.Second)), nil
+}
+
+// counters back Stats.
+type counters struct {
+	redisCalls, redisErrors, breakerOpens         atomic.Uint64
+	allowedRedis, refusedRedis, refusedCache      atomic.Uint64
+	allowedFailOpen, refusedFailOpen, unavailable atomic.Uint64
+}
