@@ -105,6 +105,9 @@ type Redis struct {
 	// EDGE_REDIS_PASSWORD (prefer the variable for the password).
 	Username string `yaml:"username"`
 	Password string `yaml:"password"`
+	// KeyPrefix starts every key the edge writes, so that several
+	// installations can share one Redis. No braces. Default "edge:".
+	KeyPrefix string `yaml:"key_prefix"`
 	// Timeout bounds every Redis call. Default 50ms.
 	Timeout time.Duration `yaml:"timeout"`
 }

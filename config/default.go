@@ -36,8 +36,9 @@ func Default() *Config {
 			MaxStreamTimeout: time.Hour,
 		},
 		Redis: Redis{
-			Addr:    "127.0.0.1:6379",
-			Timeout: 50 * time.Millisecond,
+			Addr:      "127.0.0.1:6379",
+			KeyPrefix: "edge:",
+			Timeout:   50 * time.Millisecond,
 		},
 		Limits: Limits{
 			DefaultPlan: "free",

@@ -254,6 +254,9 @@ func checkRedis(p *problems, r Redis) {
 	default:
 		p.add("redis", "set addr or cluster_addrs: the edge keeps its limits, quotas and idempotency keys in Redis")
 	}
+	if strings.ContainsAny(r.KeyPrefix, "{}") || len(r.KeyPrefix) > 64 {
+		p.add("redis.key_prefix", "must be at most 64 characters without braces (they would break the keys' cluster hash tags)")
+	}
 	if r.Timeout <= 0 || r.Timeout > maxRedisTimeout {
 		p.add("redis.timeout", "must be positive and at most %s, not %s", maxRedisTimeout, r.Timeout)
 	}

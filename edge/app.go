@@ -16,6 +16,8 @@ import (
 	"github.com/orgedge/edge/config"
 	"github.com/orgedge/edge/edge/authn"
 	"github.com/orgedge/edge/edge/classify"
+	"github.com/orgedge/edge/edge/quota"
+	"github.com/orgedge/edge/edge/ratelimit"
 	"github.com/orgedge/edge/identity"
 )
 
@@ -47,23 +49,47 @@ func NewApp(cfg *config.Config, log *slog.Logger, version string) (*App, error) 
 	for name, info := range config.Procedures() {
 		procs[name] = info.Streaming()
 	}
-	handler, err := New(Options{
-		Config: cfg, Auth: auth, Procedures: procs, Logger: log,
-		Metrics: NewMetrics(reg, auth, version),
+	a := &App{cfg: cfg, log: log, failed: make(chan error, 2)}
+	addrs := redisAddrs(cfg.Redis)
+	if len(addrs) == 0 {
+		return nil, errors.New("redis: set addr or cluster_addrs")
+	}
+	a.redis = redis.NewUniversalClient(&redis.UniversalOptions{
+		Addrs: addrs, IsClusterMode: len(cfg.Redis.ClusterAddrs) > 0,
+		Username: cfg.Redis.Username, Password: cfg.Redis.Password,
+		DialTimeout: time.Second, ReadTimeout: cfg.Redis.Timeout, WriteTimeout: cfg.Redis.Timeout,
+		// Every call carries its own short deadline; a failed one is not
+		// retried: the limit step's breaker decides what happens next.
+		ContextTimeoutEnabled: true,
+		MaxRetries:            -1,
 	})
+	policy, err := ratelimit.ParsePolicy(cfg.Limits.OnRedisFailure)
 	if err != nil {
 		return nil, err
 	}
-
-	a := &App{cfg: cfg, log: log, failed: make(chan error, 2)}
-	checks := []Check{{Name: "issuer", Func: verifier.Ready}}
-	if addrs := redisAddrs(cfg.Redis); len(addrs) > 0 {
-		a.redis = redis.NewUniversalClient(&redis.UniversalOptions{
-			Addrs: addrs, IsClusterMode: len(cfg.Redis.ClusterAddrs) > 0,
-			Username: cfg.Redis.Username, Password: cfg.Redis.Password,
-			DialTimeout: time.Second, ReadTimeout: cfg.Redis.Timeout, WriteTimeout: cfg.Redis.Timeout,
-		})
-		checks = append(checks, Check{Name: "redis", Func: func(ctx context.Context) error { return a.redis.Ping(ctx).Err() }})
+	limits := &Limits{
+		Config: cfg.Limits,
+		Rates: ratelimit.New(a.redis, ratelimit.Options{
+			Timeout: cfg.Redis.Timeout, Policy: policy, LocalShare: cfg.Limits.LocalShare, Logger: log, KeyPrefix: cfg.Redis.KeyPrefix,
+		}),
+		Streams: quota.NewStreams(a.redis, quota.WithTimeout(cfg.Redis.Timeout), quota.WithLeasePeriod(cfg.Limits.StreamLease),
+			quota.WithLogger(log), quota.WithKeyPrefix(cfg.Redis.KeyPrefix)),
+		Envs: quota.NewEnvironments(a.redis, quota.WithTimeout(cfg.Redis.Timeout), quota.WithLogger(log),
+			quota.WithKeyPrefix(cfg.Redis.KeyPrefix)),
+		Now: time.Now,
+		Log: log,
+	}
+	handler, err := New(Options{
+		Config: cfg, Auth: auth, Procedures: procs, Logger: log, Limits: limits,
+		Metrics: NewMetrics(reg, auth, limits, version),
+	})
+	if err != nil {
+		_ = a.redis.Close()
+		return nil, err
+	}
+	checks := []Check{
+		{Name: "issuer", Func: verifier.Ready},
+		{Name: "redis", Func: func(ctx context.Context) error { return a.redis.Ping(ctx).Err() }},
 	}
 
 	var protocols http.Protocols

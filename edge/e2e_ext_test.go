@@ -37,7 +37,7 @@ func startStack(t *testing.T, svc orgsvc.Config, change func(*config.Config)) (*
 	t.Helper()
 	iss := testkit.StartIssuer(t)
 	be := testkit.StartBackend(t, testkit.SQLite, iss.URL(), svc)
-	cfg := testkit.EdgeConfig(be.URL, iss.URL())
+	cfg := testkit.EdgeConfig(t, be.URL, iss.URL())
 	if change != nil {
 		change(cfg)
 	}
@@ -305,7 +305,7 @@ func TestAuthenticationFailuresInEveryProtocol(t *testing.T) {
 func TestExpiredTokenRefusedAndRotatedKeyAcceptedWithoutRestart(t *testing.T) {
 	iss := testkit.StartIssuer(t)
 	be := testkit.StartBackend(t, testkit.SQLite, iss.URL(), orgsvc.Config{})
-	e := testkit.StartEdge(t, testkit.EdgeConfig(be.URL, iss.URL()))
+	e := testkit.StartEdge(t, testkit.EdgeConfig(t, be.URL, iss.URL()))
 	ctx := ctxT(t)
 
 	claims, _ := iss.Issuer().ClaimsFor("alice")
@@ -393,7 +393,7 @@ func TestOversizedRequestIsResourceExhausted(t *testing.T) {
 func TestBackendDownIsUnavailable(t *testing.T) {
 	iss := testkit.StartIssuer(t)
 	// A port nobody listens on.
-	e := testkit.StartEdge(t, testkit.EdgeConfig("http://127.0.0.1:1", iss.URL()))
+	e := testkit.StartEdge(t, testkit.EdgeConfig(t, "http://127.0.0.1:1", iss.URL()))
 	for _, p := range testkit.Protocols {
 		t.Run(string(p), func(t *testing.T) {
 			c := testkit.NewClients(e.URL, p, testkit.Token(t, iss.URL(), "alice"))

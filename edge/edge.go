@@ -29,6 +29,7 @@ import (
 	"github.com/orgedge/edge/edge/classify"
 	"github.com/orgedge/edge/edge/policy"
 	"github.com/orgedge/edge/edge/proxy"
+	"github.com/orgedge/edge/edge/wire"
 	"github.com/orgedge/edge/identity"
 )
 
@@ -39,6 +40,7 @@ type Options struct {
 	Procedures classify.Procedures
 	Logger     *slog.Logger
 	Metrics    *Metrics // optional
+	Limits     *Limits
 }
 
 // Server is the edge's API handler.
@@ -50,11 +52,16 @@ type Server struct {
 	proxy   http.Handler
 	log     *slog.Logger
 	metrics *Metrics
+	limits  *Limits
+	usage   http.Handler
 	maxBody int64
 }
 
 // New assembles the chain.
 func New(o Options) (*Server, error) {
+	if o.Limits == nil {
+		return nil, errors.New("edge: the limit step is required")
+	}
 	up, err := url.Parse(o.Config.Upstream.URL)
 	if err != nil {
 		return nil, fmt.Errorf("upstream.url: %w", err)
@@ -66,11 +73,14 @@ func New(o Options) (*Server, error) {
 		procs:   o.Procedures,
 		log:     o.Logger,
 		metrics: o.Metrics,
+		limits:  o.Limits,
 		maxBody: int64(o.Config.Requests.MaxBodyBytes),
 	}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
+	o.Limits.metrics = o.Metrics
+	s.usage = usageHandler(o.Limits)
 	s.proxy = proxy.New(proxy.Options{
 		Upstream:       up,
 		DialTimeout:    o.Config.Upstream.DialTimeout,
@@ -84,8 +94,9 @@ type callKey struct{}
 
 // inflight is what a request carries through the proxy's hooks.
 type inflight struct {
-	call classify.Call
-	rec  *recorder
+	call     classify.Call
+	rec      *recorder
+	admitted *admission
 }
 
 func inflightOf(r *http.Request) *inflight {
@@ -141,9 +152,25 @@ func (s *Server) serve(w *recorder, r *http.Request) (classify.Call, *identity.P
 	rule := s.policy.Rule(call.Procedure)
 	if !rule.Allows(p) {
 		s.refuse(w, r, apierror.New(connect.CodePermissionDenied, "MISSING_ROLE",
-			fmt.Sprintf("%s needs one of the roles %s", call.Procedure, strings.Join(rule.Roles, ", ")),
-			apierror.WithMetadata("required_roles", strings.Join(rule.Roles, ","))))
+			fmt.Sprintf("%s needs one of the roles %s", call.Procedure, strings.Join(rule.ServiceAccountRoles, ", ")),
+			apierror.WithMetadata("required_roles", strings.Join(rule.ServiceAccountRoles, ","))))
 		return call, p
+	}
+
+	admitted, refusal := s.limits.admit(w, r, call, p, rule)
+	if refusal != nil {
+		s.refuse(w, r, refusal)
+		return call, p
+	}
+	defer admitted.done(r.Context())
+	if call.Procedure == usageProcedure {
+		s.usage.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), usageKey{}, &usageCall{p, admitted})))
+		return call, p
+	}
+	if admitted.watchesAnswer() {
+		for _, h := range wire.CompressionHeaders {
+			r.Header.Del(h)
+		}
 	}
 
 	max := s.cfg.Requests.MaxUnaryTimeout
@@ -153,7 +180,7 @@ func (s *Server) serve(w *recorder, r *http.Request) (classify.Call, *identity.P
 	d := proxy.Deadline(r, call, max)
 	// A little grace, so that the backend, which got the same deadline, ends
 	// the call itself in the caller's protocol.
-	ctx, cancel := context.WithTimeout(context.WithValue(r.Context(), callKey{}, &inflight{call, w}), d+time.Second)
+	ctx, cancel := context.WithTimeout(context.WithValue(r.Context(), callKey{}, &inflight{call, w, admitted}), d+time.Second)
 	defer cancel()
 	s.proxy.ServeHTTP(w, r.WithContext(ctx))
 	return call, p
@@ -220,6 +247,11 @@ const maxErrorBody = 64 << 10
 // backend's bytes.
 func (s *Server) modifyResponse(res *http.Response) error {
 	f := inflightOf(res.Request)
+	if f.admitted.watchesAnswer() {
+		if body, err := readAnswer(res); err == nil {
+			s.limits.answered(res.Request.Context(), f.admitted, f.call, res, body)
+		}
+	}
 	if !f.call.UnaryConnect || res.StatusCode == http.StatusOK {
 		return nil
 	}

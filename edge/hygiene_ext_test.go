@@ -70,7 +70,7 @@ func (u *recordingUpstream) last(t *testing.T) http.Header {
 func TestHostileAndHopByHopHeadersDoNotReachTheBackend(t *testing.T) {
 	iss := testkit.StartIssuer(t)
 	up := startRecordingUpstream(t)
-	e := testkit.StartEdge(t, testkit.EdgeConfig(up.URL, iss.URL()))
+	e := testkit.StartEdge(t, testkit.EdgeConfig(t, up.URL, iss.URL()))
 	tok := testkit.Token(t, iss.URL(), "alice")
 
 	send := func(requestID string) *http.Response {
@@ -121,7 +121,7 @@ func TestHostileAndHopByHopHeadersDoNotReachTheBackend(t *testing.T) {
 func TestClientDeadlinesAreHonoredAndCapped(t *testing.T) {
 	iss := testkit.StartIssuer(t)
 	up := startRecordingUpstream(t)
-	cfg := testkit.EdgeConfig(up.URL, iss.URL())
+	cfg := testkit.EdgeConfig(t, up.URL, iss.URL())
 	cfg.Requests.MaxUnaryTimeout = 5 * time.Second
 	cfg.Requests.MaxStreamTimeout = time.Minute
 	e := testkit.StartEdge(t, cfg)

@@ -178,7 +178,7 @@ func startBehindZitadel(t *testing.T, issuer string, backendRoles, edgeRoles []s
 		t.Fatal(err)
 	}
 	be := testkit.StartBackend(t, testkit.SQLite, issuer, orgsvc.Config{Auth: auth})
-	cfg := testkit.EdgeConfig(be.URL, issuer)
+	cfg := testkit.EdgeConfig(t, be.URL, issuer)
 	if edgeRoles != nil {
 		cfg.OIDC.RoleClaims = edgeRoles
 	}

@@ -13,12 +13,9 @@ import (
 	"github.com/orgedge/edge/identity"
 )
 
-// Rule is one procedure's row.
+// Rule is one procedure's row of the operation table.
 type Rule struct {
-	Procedure string
-	// Roles are the service-account roles of which one is needed.
-	Roles      []string
-	Idempotent bool
+	config.Operation
 }
 
 // Allows reports whether p may call the procedure: a person always (the
@@ -27,7 +24,7 @@ func (r *Rule) Allows(p *identity.Principal) bool {
 	if !p.ServiceAccount() {
 		return true
 	}
-	return slices.ContainsFunc(r.Roles, p.HasRole)
+	return slices.ContainsFunc(r.ServiceAccountRoles, p.HasRole)
 }
 
 // Table maps procedures to rules.
@@ -37,7 +34,8 @@ type Table struct{ rules map[string]*Rule }
 func New(ops []config.Operation) *Table {
 	t := &Table{rules: make(map[string]*Rule, len(ops))}
 	for _, op := range ops {
-		t.rules[op.Procedure] = &Rule{Procedure: op.Procedure, Roles: slices.Clone(op.ServiceAccountRoles), Idempotent: op.Idempotent}
+		op.ServiceAccountRoles = slices.Clone(op.ServiceAccountRoles)
+		t.rules[op.Procedure] = &Rule{op}
 	}
 	return t
 }
@@ -49,5 +47,5 @@ func (t *Table) Rule(procedure string) *Rule {
 	if r, ok := t.rules[procedure]; ok {
 		return r
 	}
-	return &Rule{Procedure: procedure}
+	return &Rule{config.Operation{Procedure: procedure}}
 }

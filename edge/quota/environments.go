@@ -224,7 +224,7 @@ func (e *Environments) Reserve(ctx context.Context, subject string, plan Quota, 
 	}
 	now := e.opts.now()
 	m := monthOf(now)
-	r := &Reservation{e: e, subject: subject, keys: tag(subject) + "envs:", month: m.name, id: rand.Text(), vcpu: vcpu, mem: mem}
+	r := &Reservation{e: e, subject: subject, keys: e.opts.tag(subject) + "envs:", month: m.name, id: rand.Text(), vcpu: vcpu, mem: mem}
 	var res []any
 	err = e.opts.call(ctx, func(ctx context.Context) (err error) {
 		res, err = reserveScript.Run(ctx, e.rdb, []string{r.keys + "running", r.keys + "pending", r.keys + m.name},
@@ -270,7 +270,7 @@ func decodeRefusal(res []any) (kind string, used int64, ok bool) {
 // environment that is not running (unknown, or released already) is left
 // alone.
 func (e *Environments) Release(ctx context.Context, environmentID string, end time.Time) error {
-	owner := ownerKey(environmentID)
+	owner := e.opts.ownerKey(environmentID)
 	var subject string
 	err := e.opts.call(ctx, func(ctx context.Context) (err error) {
 		subject, err = e.rdb.Get(ctx, owner).Result()
@@ -286,7 +286,7 @@ func (e *Environments) Release(ctx context.Context, environmentID string, end ti
 	// call. Until it runs, a retry of Release finds the owner again.
 	now := e.opts.now()
 	m := monthOf(now)
-	keys := tag(subject) + "envs:"
+	keys := e.opts.tag(subject) + "envs:"
 	err = e.opts.call(ctx, func(ctx context.Context) error {
 		return releaseScript.Run(ctx, e.rdb, []string{keys + "running", keys + m.name},
 			environmentID, m.first.UnixMilli(), end.UnixMilli(), m.ttl(now)).Err()
@@ -305,7 +305,7 @@ func (e *Environments) Release(ctx context.Context, environmentID string, end ti
 func (e *Environments) Usage(ctx context.Context, subject string) (Usage, error) {
 	now := e.opts.now()
 	m := monthOf(now)
-	keys := tag(subject) + "envs:"
+	keys := e.opts.tag(subject) + "envs:"
 	var res []int64
 	err := e.opts.call(ctx, func(ctx context.Context) (err error) {
 		res, err = usageScript.Run(ctx, e.rdb, []string{keys + "running", keys + m.name}, now.UnixMilli(), m.first.UnixMilli()).Int64Slice()
@@ -353,7 +353,7 @@ func (r *Reservation) Confirm(ctx context.Context, environmentID string, start t
 	// running environment is harmless (Release finds nothing to end), while
 	// a running environment without an owner could never be released.
 	err := r.e.opts.call(ctx, func(ctx context.Context) error {
-		return r.e.rdb.Set(ctx, ownerKey(environmentID), r.subject, 0).Err()
+		return r.e.rdb.Set(ctx, r.e.opts.ownerKey(environmentID), r.subject, 0).Err()
 	})
 	if err != nil {
 		return redisError(ctx, "confirm environment", err)
@@ -389,7 +389,9 @@ func (r *Reservation) Rollback(ctx context.Context) error {
 	return nil
 }
 
-func ownerKey(environmentID string) string { return "q:owner:" + environmentID }
+func (o *options) ownerKey(environmentID string) string {
+	return o.keyPrefix + "q:owner:" + environmentID
+}
 
 // milli returns the size in thousandths of a vCPU and of a GB.
 func (s Size) milli() (vcpu, mem int64, err error) {

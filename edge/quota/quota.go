@@ -75,6 +75,7 @@ const (
 type Option func(*options)
 
 type options struct {
+	keyPrefix      string
 	timeout        time.Duration
 	log            *slog.Logger
 	leasePeriod    time.Duration
@@ -166,10 +167,16 @@ func WithReservationTTL(d time.Duration) Option {
 	}
 }
 
-// tag is the hash tag of a subject's keys.
-func tag(subject string) string {
+// tag is the start of a subject's keys, with their hash tag.
+func (o *options) tag(subject string) string {
 	sum := sha256.Sum256([]byte(subject))
-	return "q:{" + hex.EncodeToString(sum[:16]) + "}:"
+	return o.keyPrefix + "q:{" + hex.EncodeToString(sum[:16]) + "}:"
+}
+
+// WithKeyPrefix starts every key with prefix, so that several installations
+// (or tests) can share one Redis. It must not contain '{' or '}'.
+func WithKeyPrefix(prefix string) Option {
+	return func(o *options) { o.keyPrefix = prefix }
 }
 
 // call bounds one Redis call by the configured deadline.

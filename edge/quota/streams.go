@@ -89,7 +89,7 @@ func NewStreams(rdb redis.UniversalClient, opts ...Option) *Streams {
 // Errors: ErrStreamLimit (wrapped) when limit streams are open; ErrUnavailable
 // (wrapped) when Redis cannot be reached.
 func (s *Streams) Acquire(ctx context.Context, subject string, limit int) (*Lease, error) {
-	l := &Lease{s: s, key: tag(subject) + "streams", id: rand.Text()}
+	l := &Lease{s: s, key: s.opts.tag(subject) + "streams", id: rand.Text()}
 	var res []int64
 	err := s.opts.call(ctx, func(ctx context.Context) (err error) {
 		res, err = acquireScript.Run(ctx, s.rdb, []string{l.key}, l.id, limit, s.opts.leasePeriod.Milliseconds()).Int64Slice()

@@ -176,6 +176,9 @@ type Options struct {
 	Now func() time.Time
 	// Logger (default slog.Default()).
 	Logger *slog.Logger
+	// KeyPrefix starts every key, so that several installations (or tests)
+	// can share one Redis. It must not contain '{' or '}'.
+	KeyPrefix string
 }
 
 // Limiter is safe for concurrent use. Several Limiters (replicas) sharing one
@@ -243,7 +246,7 @@ func (l *Limiter) Allow(ctx context.Context, req Request) (Decision, error) {
 		return Decision{}, err
 	}
 	now := l.opts.Now()
-	k := keysFor(req, now)
+	k := keysFor(l.opts.KeyPrefix, req, now)
 
 	if d, ok := l.refused.decide(req, k, now); ok {
 		l.stats.refusedCache.Add(1)
@@ -289,7 +292,7 @@ type Usage struct{ Today, Month int64 }
 // Usage reads the subject's counters in one round trip. Requests decided
 // while Redis failed are not counted.
 func (l *Limiter) Usage(ctx context.Context, subject string) (Usage, error) {
-	k := keysFor(Request{Subject: subject}, l.opts.Now())
+	k := keysFor(l.opts.KeyPrefix, Request{Subject: subject}, l.opts.Now())
 	u, err := call(l, ctx, func(ctx context.Context) (Usage, error) {
 		v, err := l.rdb.MGet(ctx, k.day, k.month).Result()
 		if err != nil {
@@ -347,9 +350,9 @@ type keys struct {
 // keysFor names the subject's keys. They share a hash tag so that one
 // request's keys are on one Redis Cluster slot; the tag is a hash of the
 // subject, which may hold any character (braces too).
-func keysFor(req Request, now time.Time) keys {
+func keysFor(keyPrefix string, req Request, now time.Time) keys {
 	sum := sha256.Sum256([]byte(req.Subject))
-	prefix := "rl:{" + hex.EncodeToString(sum[:16]) + "}:"
+	prefix := keyPrefix + "rl:{" + hex.EncodeToString(sum[:16]) + "}:"
 	now = now.UTC()
 	y, m, d := now.Date()
 	k := keys{

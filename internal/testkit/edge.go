@@ -9,6 +9,7 @@ import (
 
 	"github.com/orgedge/edge/config"
 	"github.com/orgedge/edge/edge"
+	"github.com/orgedge/edge/internal/testenv"
 )
 
 // Edge is a running edge.
@@ -20,9 +21,14 @@ type Edge struct {
 }
 
 // EdgeConfig returns the default configuration for an edge in front of
-// upstreamURL, verifying tokens from issuerURL, on free loopback ports.
-func EdgeConfig(upstreamURL, issuerURL string) *config.Config {
+// upstreamURL, verifying tokens from issuerURL, on free loopback ports, with
+// the real redis-server (see testenv) under a key prefix of its own, so that
+// no two edges of a test run share limits.
+func EdgeConfig(t testing.TB, upstreamURL, issuerURL string) *config.Config {
+	t.Helper()
 	cfg := config.Default()
+	cfg.Redis.Addr = testenv.RedisAddr(t)
+	cfg.Redis.KeyPrefix = testenv.Unique("test") + ":"
 	cfg.Listen.Addr, cfg.Admin.Addr = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.Upstream.URL = upstreamURL
 	cfg.OIDC.IssuerURL = issuerURL

@@ -1,0 +1,4 @@
+package idempotency
+
+// EntryKey lets the black-box tests look at an entry in Redis.
+var EntryKey = entryKey
