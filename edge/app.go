@@ -63,6 +63,7 @@ func NewApp(cfg *config.Config, log *slog.Logger, version string) (*App, error) 
 		ContextTimeoutEnabled: true,
 		MaxRetries:            -1,
 	})
+	a.redis.AddHook(newRoundTrips(reg))
 	policy, err := ratelimit.ParsePolicy(cfg.Limits.OnRedisFailure)
 	if err != nil {
 		return nil, err
