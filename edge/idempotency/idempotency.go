@@ -88,7 +88,10 @@
 //
 // Fifty simultaneous requests with one key run the operation once: one
 // reserves the key, the others get aborted, or the replay once the first
-// has ended. Exactly once holds as long as the edge that forwards the first
+// has ended. The first caller's answer ends (its last byte, its HTTP/2
+// stream, its chunked body) only after the outcome is recorded, so a
+// duplicate sent once the first caller has its whole answer gets the
+// replay, never aborted. Exactly once holds as long as the edge that forwards the first
 // request lives to record its outcome. It does not hold in these windows,
 // in which a retry may run the operation a second time:
 //
@@ -180,8 +183,9 @@ const (
 	InUse Outcome = "in_use"
 	// Reused: the key came with another request (invalid_argument).
 	Reused Outcome = "reused"
-	// NotStored: the call was forwarded, and its outcome not kept
-	// (transient, cut short, or Redis failed to record it); a retry runs.
+	// NotStored: nothing is kept for the key, and a retry runs: the call was
+	// forwarded and its outcome was transient, cut short or not recorded
+	// (Redis failed), or its body could not be read whole.
 	NotStored Outcome = "not_stored"
 	// TooLarge: a duplicate of a call whose answer was too large to keep
 	// (failed_precondition).
@@ -198,7 +202,8 @@ type Options struct {
 	// TTL is how long a key is honored after the first answer. Default 24h.
 	TTL time.Duration
 	// Lease is how long a reservation outlives an edge that stops renewing
-	// it. Default 60s.
+	// it; the edge renews it every Lease/3. Default 60s; at least a few
+	// Redis round trips.
 	Lease time.Duration
 	// MaxResponseBytes bounds a kept answer (body, headers and trailers).
 	// Default 1 MiB.
@@ -259,6 +264,10 @@ func or[T int | int64 | time.Duration](v, def T) T {
 // Without the header, or when it does not apply, Serve just calls next and
 // returns "". It writes every answer to w in the caller's protocol, and
 // must be called before anything is written to w.
+//
+// When it forwards a call with a key, next gets r with its body read into
+// memory (up to MaxRequestBytes, r.ContentLength set) and without the
+// headers by which a client accepts a compressed answer.
 func (s *Step) Serve(w http.ResponseWriter, r *http.Request, c classify.Call, subject string, eligible bool, next http.Handler) Outcome {
 	values := r.Header.Values(HeaderKey)
 	if len(values) == 0 || !eligible || c.Streaming {
@@ -406,7 +415,7 @@ func (s *Step) keepLease(ctx context.Context, entry, token string) (stop func())
 	quit := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		t := time.NewTicker(s.lease / 3)
+		t := time.NewTicker(max(s.lease/3, time.Millisecond))
 		defer t.Stop()
 		for {
 			select {

@@ -745,13 +745,17 @@ func TestResponseTooLargeToKeepIsNotRunAgain(t *testing.T) {
 
 func TestRedisDownRefusesUnavailableOrForwardsWhenFailOpen(t *testing.T) {
 	s := newStack(t)
-	dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
+	dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialerRetries: 1})
 	t.Cleanup(func() { _ = dead.Close() })
 	_, token := s.person()
 
 	closed := s.front(newStep(t, dead, idempotency.Options{}))
+	start := time.Now()
 	_, _, err := create(t, orgClient(closed.URL, testkit.GRPC, nil), token, testenv.Unique("key"), testenv.Unique("org"))
 	wantError(t, err, connect.CodeUnavailable, idempotency.ReasonUnavailable)
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("refused after %v: an unreachable Redis must not hold the call", d)
+	}
 	if got := s.backendHits(createOrg); got != 0 {
 		t.Fatalf("refused call reached the backend %d times", got)
 	}

@@ -1,0 +1,274 @@
+package idempotency
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/binary"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"connectrpc.com/connect"
+
+	"github.com/orgedge/edge/edge/classify"
+)
+
+func frame(flags byte, payload string) []byte {
+	b := make([]byte, 5, 5+len(payload))
+	b[0] = flags
+	binary.BigEndian.PutUint32(b[1:], uint32(len(payload)))
+	return append(b, payload...)
+}
+
+func TestWebFramesFindTheStatusHoweverTheBodyIsSplit(t *testing.T) {
+	body := append(append(frame(0, "message"), frame(0, "")...), frame(0x80, "grpc-status: 6\r\ngrpc-message: taken\r\n")...)
+	for _, size := range []int{1, 2, 3, 5, 7, len(body)} {
+		var f webFrames
+		for b := body; len(b) > 0; {
+			n := min(size, len(b))
+			f.feed(b[:n])
+			b = b[n:]
+		}
+		if got := f.status(); got != "6" {
+			t.Errorf("fed %d bytes at a time: status %q, want 6", size, got)
+		}
+	}
+	cut := []struct {
+		name string
+		body []byte
+	}{
+		{"no trailer frame", frame(0, "message")},
+		{"truncated trailer", body[:len(body)-3]},
+		{"message after trailers", append(bytes.Clone(body), frame(0, "more")...)},
+		{"two trailer frames", append(bytes.Clone(body), frame(0x80, "grpc-status: 0\r\n")...)},
+	}
+	for _, tt := range cut {
+		var f webFrames
+		f.feed(tt.body)
+		if got := f.status(); got != "" {
+			t.Errorf("%s: status %q, want none", tt.name, got)
+		}
+	}
+}
+
+func TestDecodeWebTextReadsConcatenatedChunks(t *testing.T) {
+	a, b := frame(0, "hello"), frame(0x80, "grpc-status: 0\r\n")
+	text := base64.StdEncoding.EncodeToString(a) + base64.StdEncoding.EncodeToString(b)
+	if got := decodeWebText([]byte(text)); !bytes.Equal(got, append(bytes.Clone(a), b...)) {
+		t.Fatalf("decodeWebText = %q", got)
+	}
+}
+
+var (
+	grpcCall    = classify.Call{Protocol: classify.GRPC, Procedure: "/svc.v1.S/M"}
+	webCall     = classify.Call{Protocol: classify.GRPCWeb, Procedure: "/svc.v1.S/M"}
+	connectCall = classify.Call{Protocol: classify.Connect, Procedure: "/svc.v1.S/M", UnaryConnect: true}
+)
+
+func TestCaptureResult(t *testing.T) {
+	tests := []struct {
+		name  string
+		call  classify.Call
+		max   int
+		write func(w http.ResponseWriter)
+		code  connect.Code
+		end   ending
+	}{
+		{"grpc declared trailers", grpcCall, 1 << 10, func(w http.ResponseWriter) {
+			w.Header().Set("Content-Type", "application/grpc")
+			w.Header().Set("Trailer", "Grpc-Status, Grpc-Message")
+			w.WriteHeader(200)
+			_, _ = w.Write(frame(0, "msg"))
+			w.Header().Set("Grpc-Status", "0")
+		}, codeOK, whole},
+		{"grpc prefixed trailers", grpcCall, 1 << 10, func(w http.ResponseWriter) {
+			w.WriteHeader(200)
+			_, _ = w.Write(frame(0, "msg"))
+			w.Header().Set(http.TrailerPrefix+"Grpc-Status", "6")
+		}, connect.CodeAlreadyExists, whole},
+		{"grpc trailers-only", grpcCall, 1 << 10, func(w http.ResponseWriter) {
+			w.Header().Set("Grpc-Status", "14")
+			w.WriteHeader(200)
+		}, connect.CodeUnavailable, whole},
+		{"grpc without a status", grpcCall, 1 << 10, func(w http.ResponseWriter) {
+			w.WriteHeader(200)
+			_, _ = w.Write(frame(0, "msg"))
+		}, 0, cutShort},
+		{"grpc too large, status known", grpcCall, 4, func(w http.ResponseWriter) {
+			w.Header().Set("Trailer", "Grpc-Status")
+			w.WriteHeader(200)
+			_, _ = w.Write(frame(0, "a long message"))
+			w.Header().Set("Grpc-Status", "0")
+		}, codeOK, whole},
+		{"grpc-web too large, status in the trailer frame", webCall, 8, func(w http.ResponseWriter) {
+			w.Header().Set("Content-Type", "application/grpc-web+proto")
+			w.WriteHeader(200)
+			_, _ = w.Write(frame(0, "a long message"))
+			_, _ = w.Write(frame(0x80, "grpc-status: 5\r\n"))
+		}, connect.CodeNotFound, whole},
+		{"grpc-web text", webCall, 1 << 10, func(w http.ResponseWriter) {
+			w.Header().Set("Content-Type", "application/grpc-web-text")
+			w.WriteHeader(200)
+			_, _ = w.Write([]byte(base64.StdEncoding.EncodeToString(frame(0x80, "grpc-status: 3\r\n"))))
+		}, connect.CodeInvalidArgument, whole},
+		{"grpc-web text too large", webCall, 4, func(w http.ResponseWriter) {
+			w.Header().Set("Content-Type", "application/grpc-web-text")
+			w.WriteHeader(200)
+			_, _ = w.Write([]byte(base64.StdEncoding.EncodeToString(frame(0x80, "grpc-status: 0\r\n"))))
+		}, 0, unknowable},
+		{"connect success", connectCall, 1 << 10, func(w http.ResponseWriter) {
+			w.Header().Set("Content-Length", "2")
+			_, _ = w.Write([]byte("{}"))
+		}, codeOK, whole},
+		{"connect success too large", connectCall, 1, func(w http.ResponseWriter) {
+			_, _ = w.Write([]byte(`{"name":"x"}`))
+		}, codeOK, whole},
+		{"connect body shorter than its Content-Length", connectCall, 1 << 10, func(w http.ResponseWriter) {
+			w.Header().Set("Content-Length", "10")
+			_, _ = w.Write([]byte("{}"))
+		}, 0, cutShort},
+		{"connect error", connectCall, 1 << 10, func(w http.ResponseWriter) {
+			w.WriteHeader(409)
+			_, _ = w.Write([]byte(`{"code":"already_exists","message":"taken"}`))
+		}, connect.CodeAlreadyExists, whole},
+		{"connect error too large", connectCall, 4, func(w http.ResponseWriter) {
+			w.WriteHeader(400)
+			_, _ = w.Write([]byte(`{"code":"invalid_argument"}`))
+		}, 0, unknowable},
+		{"an error that is not Connect's", connectCall, 1 << 10, func(w http.ResponseWriter) {
+			w.WriteHeader(502)
+			_, _ = w.Write([]byte("bad gateway"))
+		}, connect.CodeUnknown, whole},
+		{"nothing written", connectCall, 1 << 10, func(http.ResponseWriter) {}, 0, cutShort},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			c := newCapture(rec, tt.max)
+			tt.write(c)
+			c.finish()
+			code, end := c.result(tt.call)
+			if code != tt.code || end != tt.end {
+				t.Fatalf("result = %v, %v; want %v, %v", code, end, tt.code, tt.end)
+			}
+		})
+	}
+}
+
+func TestCapturePassesTheAnswerOnAndHoldsBackItsEnd(t *testing.T) {
+	rec := httptest.NewRecorder()
+	rec.Header().Set("X-Ratelimit-Remaining", "9") // an earlier step's
+	c := newCapture(rec, 1<<10)
+	c.Flush() // nothing to flush yet: the answer must not go out
+	if rec.Flushed {
+		t.Fatal("flushed before any body")
+	}
+	c.Header().Set("Content-Type", "application/grpc")
+	c.Header().Set("Trailer", "Grpc-Status")
+	c.WriteHeader(200)
+	_, _ = c.Write([]byte("hello, "))
+	_, _ = c.Write([]byte("world"))
+	c.Flush()
+	if got := rec.Body.String(); got != "hello, worl" || !rec.Flushed {
+		t.Fatalf("client got %q (flushed %v) before the end, want all but the last byte, flushed", got, rec.Flushed)
+	}
+	c.Header().Set("Grpc-Status", "0")
+	c.Header().Set(http.TrailerPrefix+"Grpc-Message", "fine")
+	c.finish()
+	c.end()
+	if got := rec.Body.String(); got != "hello, world" {
+		t.Fatalf("client got %q at the end", got)
+	}
+	h := rec.Header()
+	if h.Get("Content-Type") != "application/grpc" || h.Get("Grpc-Status") != "0" || h.Get(http.TrailerPrefix+"Grpc-Message") != "fine" || h.Get("X-Ratelimit-Remaining") != "9" {
+		t.Fatalf("client's header map: %v", h)
+	}
+	if c.snap.Get("X-Ratelimit-Remaining") != "" {
+		t.Fatalf("capture recorded an earlier step's header: %v", c.snap)
+	}
+	if c.trailer.Get("Grpc-Status") != "0" || c.trailer.Get("Grpc-Message") != "fine" || len(c.trailer) != 2 {
+		t.Fatalf("trailers %v", c.trailer)
+	}
+	if c.body.String() != "hello, world" {
+		t.Fatalf("recorded body %q", c.body.String())
+	}
+}
+
+func TestReplayWritesWhatWasKept(t *testing.T) {
+	rec := httptest.NewRecorder()
+	rec.Header().Set("X-Request-Id", "current")
+	replay(rec, &response{
+		status:  200,
+		header:  http.Header{"Content-Type": {"application/grpc"}, "Trailer": {"Grpc-Status"}},
+		trailer: http.Header{"Grpc-Status": {"0"}, "Grpc-Message": {"fine"}},
+		body:    []byte("hello"),
+	})
+	res := rec.Result()
+	if res.StatusCode != 200 || rec.Body.String() != "hello" || res.Header.Get(HeaderReplayed) != "true" || res.Header.Get("X-Request-Id") != "current" {
+		t.Fatalf("replay: %d %q %v", res.StatusCode, rec.Body.String(), res.Header)
+	}
+	if res.Trailer.Get("Grpc-Status") != "0" || res.Trailer.Get("Grpc-Message") != "fine" {
+		t.Fatalf("replay trailers: %v", res.Trailer)
+	}
+}
+
+func TestStoredLeavesOutWhatDescribesTheCurrentRequest(t *testing.T) {
+	h := stored(http.Header{
+		"Content-Type": {"application/json"}, "Content-Length": {"2"}, "Date": {"now"}, "X-Request-Id": {"id"},
+		"X-Ratelimit-Remaining": {"3"}, "Ratelimit": {"x"}, "Connection": {"close"}, "Grpc-Status": {"0"},
+	})
+	if len(h) != 3 || h.Get("Content-Type") == "" || h.Get("Content-Length") == "" || h.Get("Grpc-Status") == "" {
+		t.Fatalf("stored = %v", h)
+	}
+}
+
+func TestServeLeavesCallsItDoesNotApplyTo(t *testing.T) {
+	s := New(nil, Options{}) // never reaches Redis here
+	tests := []struct {
+		name     string
+		key      string
+		eligible bool
+		call     classify.Call
+	}{
+		{"no header", "", true, connectCall},
+		{"not honored by the operation table", "k", false, connectCall},
+		{"streaming", "k", true, classify.Call{Protocol: classify.Connect, Procedure: "/svc.v1.S/Watch", Streaming: true}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := httptest.NewRequest(http.MethodPost, tt.call.Procedure, strings.NewReader("{}"))
+			r.Header.Set("Content-Type", "application/json")
+			if tt.key != "" {
+				r.Header.Set(HeaderKey, tt.key)
+			}
+			ran := false
+			next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { ran = true })
+			if out := s.Serve(httptest.NewRecorder(), r, tt.call, "sub", tt.eligible, next); out != "" || !ran {
+				t.Fatalf("outcome %q, next ran %v; want \"\" and true", out, ran)
+			}
+		})
+	}
+}
+
+func TestServeRefusesBadKeysAndBodiesBeforeRedis(t *testing.T) {
+	s := New(nil, Options{MaxRequestBytes: 8}) // never reaches Redis here
+	next := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { t.Fatal("forwarded") })
+	for _, tt := range []struct {
+		key, body string
+		status    int
+		out       Outcome
+	}{
+		{"bad\x01key", "{}", http.StatusBadRequest, Invalid},
+		{"good", `{"name":"too long"}`, http.StatusTooManyRequests, NotStored},
+	} {
+		r := httptest.NewRequest(http.MethodPost, connectCall.Procedure, strings.NewReader(tt.body))
+		r.ContentLength = -1 // as a chunked request
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set(HeaderKey, tt.key)
+		rec := httptest.NewRecorder()
+		if out := s.Serve(rec, r, connectCall, "sub", true, next); out != tt.out || rec.Code != tt.status {
+			t.Errorf("key %q body %q: outcome %q, HTTP %d; want %q, %d", tt.key, tt.body, out, rec.Code, tt.out, tt.status)
+		}
+	}
+}
