@@ -19,6 +19,8 @@ type Config struct {
 	// Limits are the plans, quotas and Redis-failure policy; per-operation
 	// limits are columns of Operations.
 	Limits Limits `yaml:"limits"`
+	// Idempotency configures Idempotency-Key replay.
+	Idempotency Idempotency `yaml:"idempotency"`
 	// Operations is the operation table, one row per procedure of the API.
 	// Default DefaultOperations(); a list in the file replaces it whole.
 	Operations []Operation `yaml:"operations"`
@@ -220,3 +222,20 @@ type Log struct {
 // ByteSize is a size in bytes; in YAML an integer or a string with a unit:
 // "4MiB", "64KiB", "1GiB", "512B" (also KB/MB/GB as powers of 1000).
 type ByteSize int64
+
+// Idempotency configures the replay of calls that carry Idempotency-Key, on
+// operations whose row says idempotent.
+type Idempotency struct {
+	// TTL is how long a completed call's answer is replayed. Default 24h.
+	TTL time.Duration `yaml:"ttl"`
+	// Lease is how long a call in flight keeps its key when its edge dies:
+	// duplicates get aborted meanwhile, a retry after it runs again.
+	// Renewed while the backend works. Default 60s.
+	Lease time.Duration `yaml:"lease"`
+	// MaxResponseBytes bounds a stored answer; a larger one is not replayed
+	// (duplicates get failed_precondition) and never runs twice. Default 1 MiB.
+	MaxResponseBytes ByteSize `yaml:"max_response_bytes"`
+	// OnRedisFailure is fail_closed (default: keyed calls get unavailable)
+	// or fail_open (forwarded without idempotency).
+	OnRedisFailure string `yaml:"on_redis_failure"`
+}

@@ -40,6 +40,12 @@ func Default() *Config {
 			KeyPrefix: "edge:",
 			Timeout:   50 * time.Millisecond,
 		},
+		Idempotency: Idempotency{
+			TTL:              24 * time.Hour,
+			Lease:            time.Minute,
+			MaxResponseBytes: MiB,
+			OnRedisFailure:   FailClosed,
+		},
 		Limits: Limits{
 			DefaultPlan: "free",
 			// The specification's tables. Pro and Enterprise environment

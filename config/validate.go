@@ -70,6 +70,7 @@ func (c *Config) Validate() error {
 
 	checkRedis(&p, c.Redis)
 	checkLimits(&p, c.Limits)
+	checkIdempotency(&p, c.Idempotency)
 	checkOperations(&p, c.Operations)
 
 	switch c.Log.Format {
@@ -428,4 +429,19 @@ func mapPath(base, key string) string {
 		return base + "." + key
 	}
 	return base + "[" + strconv.Quote(key) + "]"
+}
+
+func checkIdempotency(p *problems, i Idempotency) {
+	if i.TTL < time.Minute || i.TTL > 30*24*time.Hour {
+		p.add("idempotency.ttl", "must be between 1m and 720h, not %s", i.TTL)
+	}
+	if i.Lease < time.Second || i.Lease > time.Hour {
+		p.add("idempotency.lease", "must be between 1s and 1h, not %s", i.Lease)
+	}
+	if i.MaxResponseBytes < KiB || i.MaxResponseBytes > 64*MiB {
+		p.add("idempotency.max_response_bytes", "must be between 1KiB and 64MiB, not %s", i.MaxResponseBytes)
+	}
+	if i.OnRedisFailure != FailOpen && i.OnRedisFailure != FailClosed {
+		p.add("idempotency.on_redis_failure", "must be %s or %s, not %q", FailOpen, FailClosed, i.OnRedisFailure)
+	}
 }

@@ -107,6 +107,11 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"redis addr port zero", func(c *config.Config) { c.Redis.Addr = "redis:0" }, `redis.addr: "redis:0": port must be a number from 1 to 65535`},
 		{"redis cluster addr bad", func(c *config.Config) { c.Redis.Addr, c.Redis.ClusterAddrs = "", []string{"redis-0:6379", "redis-1"} }, `redis.cluster_addrs[1]: "redis-1" is not host:port`},
 		{"redis none", func(c *config.Config) { c.Redis.Addr = "" }, `redis: set addr or cluster_addrs: the edge keeps its limits, quotas and idempotency keys in Redis`},
+		{"redis key prefix with a brace", func(c *config.Config) { c.Redis.KeyPrefix = "a{b" }, `redis.key_prefix: must be at most 64 characters without braces (they would break the keys' cluster hash tags)`},
+		{"idempotency ttl too short", func(c *config.Config) { c.Idempotency.TTL = time.Second }, `idempotency.ttl: must be between 1m and 720h, not 1s`},
+		{"idempotency lease zero", func(c *config.Config) { c.Idempotency.Lease = 0 }, `idempotency.lease: must be between 1s and 1h, not 0s`},
+		{"idempotency response bound", func(c *config.Config) { c.Idempotency.MaxResponseBytes = 10 }, `idempotency.max_response_bytes: must be between 1KiB and 64MiB, not 10B`},
+		{"idempotency policy", func(c *config.Config) { c.Idempotency.OnRedisFailure = "maybe" }, `idempotency.on_redis_failure: must be fail_open or fail_closed, not "maybe"`},
 		{"redis timeout zero", func(c *config.Config) { c.Redis.Timeout = 0 }, `redis.timeout: must be positive and at most 10s, not 0s`},
 		{"redis timeout large", func(c *config.Config) { c.Redis.Timeout = 11 * time.Second }, `redis.timeout: must be positive and at most 10s, not 11s`},
 

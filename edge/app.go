@@ -16,6 +16,7 @@ import (
 	"github.com/orgedge/edge/config"
 	"github.com/orgedge/edge/edge/authn"
 	"github.com/orgedge/edge/edge/classify"
+	"github.com/orgedge/edge/edge/idempotency"
 	"github.com/orgedge/edge/edge/quota"
 	"github.com/orgedge/edge/edge/ratelimit"
 	"github.com/orgedge/edge/identity"
@@ -80,8 +81,13 @@ func NewApp(cfg *config.Config, log *slog.Logger, version string) (*App, error) 
 		Now: time.Now,
 		Log: log,
 	}
+	idem := idempotency.New(a.redis, idempotency.Options{
+		TTL: cfg.Idempotency.TTL, Lease: cfg.Idempotency.Lease, MaxResponseBytes: int(cfg.Idempotency.MaxResponseBytes),
+		MaxRequestBytes: int64(cfg.Requests.MaxBodyBytes), Timeout: cfg.Redis.Timeout,
+		FailOpen: cfg.Idempotency.OnRedisFailure == config.FailOpen, Logger: log, KeyPrefix: cfg.Redis.KeyPrefix,
+	})
 	handler, err := New(Options{
-		Config: cfg, Auth: auth, Procedures: procs, Logger: log, Limits: limits,
+		Config: cfg, Auth: auth, Procedures: procs, Logger: log, Limits: limits, Idempotency: idem,
 		Metrics: NewMetrics(reg, auth, limits, version),
 	})
 	if err != nil {

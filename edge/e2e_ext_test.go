@@ -432,3 +432,5 @@ func clip(b []byte) string {
 	}
 	return string(b)
 }
+
+func errorAs(err error, target **connect.Error) bool { return errors.As(err, target) }

@@ -27,6 +27,7 @@ import (
 	"github.com/orgedge/edge/edge/apierror"
 	"github.com/orgedge/edge/edge/authn"
 	"github.com/orgedge/edge/edge/classify"
+	"github.com/orgedge/edge/edge/idempotency"
 	"github.com/orgedge/edge/edge/policy"
 	"github.com/orgedge/edge/edge/proxy"
 	"github.com/orgedge/edge/edge/wire"
@@ -41,6 +42,8 @@ type Options struct {
 	Logger     *slog.Logger
 	Metrics    *Metrics // optional
 	Limits     *Limits
+	// Idempotency replays calls that carry Idempotency-Key; nil: off.
+	Idempotency *idempotency.Step
 }
 
 // Server is the edge's API handler.
@@ -53,6 +56,7 @@ type Server struct {
 	log     *slog.Logger
 	metrics *Metrics
 	limits  *Limits
+	idem    *idempotency.Step
 	usage   http.Handler
 	maxBody int64
 }
@@ -74,6 +78,7 @@ func New(o Options) (*Server, error) {
 		log:     o.Logger,
 		metrics: o.Metrics,
 		limits:  o.Limits,
+		idem:    o.Idempotency,
 		maxBody: int64(o.Config.Requests.MaxBodyBytes),
 	}
 	if s.log == nil {
@@ -182,15 +187,22 @@ func (s *Server) serve(w *recorder, r *http.Request) (classify.Call, *identity.P
 	// the call itself in the caller's protocol.
 	ctx, cancel := context.WithTimeout(context.WithValue(r.Context(), callKey{}, &inflight{call, w, admitted}), d+time.Second)
 	defer cancel()
-	s.proxy.ServeHTTP(w, r.WithContext(ctx))
+	r = r.WithContext(ctx)
+	if s.idem != nil && !call.Streaming {
+		s.metrics.idempotency(s.idem.Serve(w, r, call, p.Subject, rule.Idempotent, s.proxy))
+		return call, p
+	}
+	s.proxy.ServeHTTP(w, r)
 	return call, p
 }
 
 // refuse writes the edge's own error in the caller's protocol.
 func (s *Server) refuse(w http.ResponseWriter, r *http.Request, err *connect.Error) {
-	if rec, ok := w.(*recorder); ok {
-		rec.code = err.Code().String()
+	rec, ok := w.(*recorder)
+	if !ok { // behind another step's writer, e.g. idempotency's capture
+		rec = inflightOf(r).rec
 	}
+	rec.code = err.Code().String()
 	apierror.Write(w, r, err)
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/orgedge/edge/edge/authn"
 	"github.com/orgedge/edge/edge/classify"
+	"github.com/orgedge/edge/edge/idempotency"
 	"github.com/orgedge/edge/edge/ratelimit"
 )
 
@@ -16,6 +17,7 @@ type Metrics struct {
 	requests  *prometheus.CounterVec
 	duration  *prometheus.HistogramVec
 	decisions *prometheus.CounterVec
+	idem      *prometheus.CounterVec
 }
 
 // Buckets fine enough to see sub-millisecond overhead, coarse enough for streams.
@@ -42,7 +44,11 @@ func NewMetrics(reg prometheus.Registerer, auth *authn.Authenticator, limits *Li
 	stats := func(f func(s ratelimit.Stats) float64) func() float64 {
 		return func() float64 { return f(limits.Rates.Stats()) }
 	}
-	reg.MustRegister(m.decisions,
+	m.idem = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "edge_idempotency_total",
+		Help: "Calls with Idempotency-Key by outcome: first, replayed, in_use, reused, not_stored, too_large, invalid, unavailable.",
+	}, []string{"outcome"})
+	reg.MustRegister(m.decisions, m.idem,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "edge_redis_breaker_state",
 			Help: "The limiter's circuit breaker in front of Redis: 0 closed, 1 open, 2 half-open.",
@@ -109,4 +115,12 @@ func (m *Metrics) decided(plan, limit string, allowed bool) {
 		outcome = "allowed"
 	}
 	m.decisions.WithLabelValues(plan, limit, outcome).Inc()
+}
+
+// idempotency counts one keyed call's outcome ("" when the call had no key).
+func (m *Metrics) idempotency(o idempotency.Outcome) {
+	if m == nil || o == "" {
+		return
+	}
+	m.idem.WithLabelValues(string(o)).Inc()
 }

@@ -218,6 +218,9 @@ type Options struct {
 	FailOpen bool
 	// Logger, default slog.Default().
 	Logger *slog.Logger
+	// KeyPrefix starts every key, so that several installations (or tests)
+	// can share one Redis. It must not contain '{' or '}'.
+	KeyPrefix string
 }
 
 // Step is the idempotency step. It is safe for concurrent use.
@@ -228,6 +231,7 @@ type Step struct {
 	maxRequest  int64
 	failOpen    bool
 	log         *slog.Logger
+	keyPrefix   string
 
 	mu         sync.Mutex // guards the Redis-failure log's throttle
 	lastLog    time.Time
@@ -244,6 +248,7 @@ func New(client redis.UniversalClient, opts Options) *Step {
 		maxRequest:  or(opts.MaxRequestBytes, 4<<20),
 		failOpen:    opts.FailOpen,
 		log:         opts.Logger,
+		keyPrefix:   opts.KeyPrefix,
 	}
 	if s.log == nil {
 		s.log = slog.Default()
@@ -299,7 +304,7 @@ func (s *Step) Serve(w http.ResponseWriter, r *http.Request, c classify.Call, su
 	}
 
 	ct := contentType(r)
-	entry := entryKey(subject, c.Procedure, key)
+	entry := s.keyPrefix + entryKey(subject, c.Procedure, key)
 	token := newToken()
 	v, err := s.store.reserve(r.Context(), entry, token, fingerprint(c.Procedure, ct, r.URL.RawQuery, body), ct, s.lease)
 	if err != nil {
