@@ -82,6 +82,14 @@ func (a *Authenticator) Authenticate(ctx context.Context, h http.Header) (*ident
 	return &p, nil
 }
 
+// Forget drops the cached verification of the request's token, if any (for
+// benchmarks and for revocation hooks).
+func (a *Authenticator) Forget(h http.Header) {
+	if raw, err := identity.BearerToken(h); err == nil {
+		a.cache.Remove(sha256.Sum256([]byte(raw)))
+	}
+}
+
 // Stats returns how many calls the cache answered and how many tokens were
 // verified, since start.
 func (a *Authenticator) Stats() (hits, verifications uint64) {

@@ -13,7 +13,7 @@ import (
 	"github.com/orgedge/edge/identity"
 )
 
-func setup(t *testing.T) (*devissuer.Server, *authn.Authenticator) {
+func setup(t testing.TB) (*devissuer.Server, *authn.Authenticator) {
 	t.Helper()
 	iss, err := devissuer.Start("127.0.0.1:0", devissuer.DefaultConfig())
 	if err != nil {
