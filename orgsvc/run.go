@@ -22,8 +22,8 @@ type RunOptions struct {
 	// RoleClaims are the claim paths holding roles (identity.DefaultRoleClaims
 	// when empty): set them as the edge's, so both see the same service accounts.
 	RoleClaims []string
-	Config    Config // Store and Auth are filled in by Start
-	Logger    *slog.Logger
+	Config     Config // Store and Auth are filled in by Start
+	Logger     *slog.Logger
 }
 
 // Running is a backend serving on a socket.
