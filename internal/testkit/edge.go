@@ -29,6 +29,11 @@ func EdgeConfig(t testing.TB, upstreamURL, issuerURL string) *config.Config {
 	cfg := config.Default()
 	cfg.Redis.Addr = testenv.RedisAddr(t)
 	cfg.Redis.KeyPrefix = testenv.Unique("test") + ":"
+	// A loaded CI machine running -race can take longer than the production
+	// default (50ms) to answer; a missed deadline would open the breaker and
+	// fail open, which tests of exact limits must not see. Outage tests
+	// stop Redis, which fails fast whatever the deadline.
+	cfg.Redis.Timeout = 2 * time.Second
 	cfg.Listen.Addr, cfg.Admin.Addr = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.Upstream.URL = upstreamURL
 	cfg.OIDC.IssuerURL = issuerURL
