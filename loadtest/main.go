@@ -1,0 +1,56 @@
+// Command loadtest drives traffic at the API edge (Connect, gRPC, gRPC-Web
+// or plain HTTP/JSON) and judges what it sees: plan rate limits and
+// well-formed refusals (conformance), operation limits, stream caps and
+// environment quotas (operations), Idempotency-Key under duplicate storms
+// (idempotency), and the latency the edge adds over the backend (overhead).
+//
+// It is a test tool for an edge you run, named on its command line; it is
+// not a general HTTP benchmark. Run `go run ./loadtest -h` for its flags.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	os.Exit(mainExit(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// mainExit parses flags, runs, prints and writes the report; it returns
+// the exit status: 0 PASS, 1 FAIL or could not run, 2 usage.
+func mainExit(args []string, stdout, stderr io.Writer) int {
+	o, err := parseFlags(args, stderr, os.Getenv)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "loadtest: %v\n(run with -h for the flags)\n", err)
+		return 2
+	}
+	o.Progress, o.Log = stderr, stderr
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rep, err := run(ctx, o)
+	if err != nil {
+		fmt.Fprintf(stderr, "loadtest: %v\n", err)
+		return 1
+	}
+	jsonPath, svgPath := outputPaths(o.Out, o.Scenario, rep.Started)
+	rep.writeText(stdout)
+	if err := rep.writeFiles(jsonPath, svgPath); err != nil {
+		fmt.Fprintf(stderr, "loadtest: write the report: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "report %s\nchart  %s\n", jsonPath, svgPath)
+	if rep.Verdict != Pass {
+		return 1
+	}
+	return 0
+}
