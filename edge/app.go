@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/orgedge/edge/config"
 	"github.com/orgedge/edge/edge/authn"
@@ -32,9 +33,27 @@ type App struct {
 	failed             chan error
 }
 
+// AppOption changes how NewApp builds the edge.
+type AppOption func(*appOptions)
+
+type appOptions struct {
+	tracerProvider trace.TracerProvider
+}
+
+// WithTracerProvider makes the edge's spans with tp instead of the global
+// tracer provider (otel.GetTracerProvider), for example to keep them in
+// memory in a test.
+func WithTracerProvider(tp trace.TracerProvider) AppOption {
+	return func(o *appOptions) { o.tracerProvider = tp }
+}
+
 // NewApp builds the edge from validated configuration. It contacts
 // nothing: the issuer and Redis are reached on first use.
-func NewApp(cfg *config.Config, log *slog.Logger, version string) (*App, error) {
+func NewApp(cfg *config.Config, log *slog.Logger, version string, opts ...AppOption) (*App, error) {
+	var o appOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	verifier, err := identity.NewVerifier(identity.Config{
 		IssuerURL: cfg.OIDC.IssuerURL, Audience: cfg.OIDC.Audience, ClockSkew: cfg.OIDC.ClockSkew,
 		RoleClaims: cfg.OIDC.RoleClaims, PlanClaim: cfg.OIDC.PlanClaim, HTTPTimeout: cfg.OIDC.HTTPTimeout,
@@ -62,9 +81,14 @@ func NewApp(cfg *config.Config, log *slog.Logger, version string) (*App, error) 
 		// Every call carries its own short deadline; a failed one is not
 		// retried: the limit step's breaker decides what happens next.
 		ContextTimeoutEnabled: true,
-		MaxRetries:            -1,
+		// Waiting for a pooled connection counts against each call's short
+		// deadline: a pool large enough for a burst of new clients keeps a
+		// spike of traffic from looking like a Redis outage.
+		PoolSize:     256,
+		MinIdleConns: 16,
+		MaxRetries:   -1,
 	})
-	a.redis.AddHook(newRoundTrips(reg))
+	a.redis.AddHook(newRedisHook(reg))
 	policy, err := ratelimit.ParsePolicy(cfg.Limits.OnRedisFailure)
 	if err != nil {
 		return nil, err
@@ -88,7 +112,8 @@ func NewApp(cfg *config.Config, log *slog.Logger, version string) (*App, error) 
 	})
 	handler, err := New(Options{
 		Config: cfg, Auth: auth, Procedures: procs, Logger: log, Limits: limits, Idempotency: idem,
-		Metrics: NewMetrics(reg, auth, limits, version),
+		Metrics:        NewMetrics(reg, auth, limits, version),
+		TracerProvider: o.tracerProvider,
 	})
 	if err != nil {
 		_ = a.redis.Close()

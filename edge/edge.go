@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/orgedge/edge/config"
 	"github.com/orgedge/edge/edge/apierror"
@@ -44,6 +45,9 @@ type Options struct {
 	Limits     *Limits
 	// Idempotency replays calls that carry Idempotency-Key; nil: off.
 	Idempotency *idempotency.Step
+	// TracerProvider makes the edge's spans; nil: the global provider
+	// (otel.GetTracerProvider), a no-op unless the process set one up.
+	TracerProvider trace.TracerProvider
 }
 
 // Server is the edge's API handler.
@@ -59,6 +63,7 @@ type Server struct {
 	idem    *idempotency.Step
 	usage   http.Handler
 	maxBody int64
+	tracing tracing
 }
 
 // New assembles the chain.
@@ -80,18 +85,22 @@ func New(o Options) (*Server, error) {
 		limits:  o.Limits,
 		idem:    o.Idempotency,
 		maxBody: int64(o.Config.Requests.MaxBodyBytes),
+		tracing: newTracing(o.TracerProvider),
 	}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
 	o.Limits.metrics = o.Metrics
 	s.usage = usageHandler(o.Limits)
-	s.proxy = proxy.New(proxy.Options{
+	o.Metrics.streaming(o.Procedures)
+	p := proxy.New(proxy.Options{
 		Upstream:       up,
 		DialTimeout:    o.Config.Upstream.DialTimeout,
 		ModifyResponse: s.modifyResponse,
 		ErrorHandler:   s.upstreamError,
 	})
+	p.Transport = &upstreamTransport{next: p.Transport, tracing: s.tracing, metrics: o.Metrics}
+	s.proxy = p
 	return s, nil
 }
 
@@ -115,62 +124,66 @@ func inflightOf(r *http.Request) *inflight {
 // ServeHTTP runs one call through the chain.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	s.metrics.serving(1)
+	defer s.metrics.serving(-1)
 	rec := &recorder{ResponseWriter: w}
 	id := requestID(r.Header.Get("X-Request-Id"))
 	r.Header.Set("X-Request-Id", id)
 	w.Header().Set("X-Request-Id", id)
 
-	call, principal := s.serve(rec, r)
+	call, problem := classify.Classify(r, s.procs)
+	ctx, span := s.tracing.startServer(r, call)
+	defer span.End()
+	r = r.WithContext(ctx)
+	principal := s.serve(rec, r, call, problem)
 	d := time.Since(start)
 	code := rec.resultCode(call)
 	s.metrics.observe(call, code, d)
+	endServer(span, call, code, rec.status)
 	s.logCall(r, call, principal, rec, code, d)
 }
 
-func (s *Server) serve(w *recorder, r *http.Request) (classify.Call, *identity.Principal) {
-	call, problem := classify.Classify(r, s.procs)
+func (s *Server) serve(w *recorder, r *http.Request, call classify.Call, problem classify.Problem) *identity.Principal {
 	switch problem {
 	case classify.UnsupportedMediaType:
 		apierror.WriteUnsupportedMediaType(w)
-		return call, nil
+		return nil
 	case classify.MethodNotAllowed:
 		apierror.WriteMethodNotAllowed(w)
-		return call, nil
+		return nil
 	case classify.UnknownProcedure:
 		s.refuse(w, r, apierror.New(connect.CodeUnimplemented, "UNKNOWN_PROCEDURE", fmt.Sprintf("%s is not a procedure of this API", clip(r.URL.Path))))
-		return call, nil
+		return nil
 	}
 
 	if r.ContentLength > s.maxBody {
 		s.refuse(w, r, bodyTooLarge(s.maxBody))
-		return call, nil
+		return nil
 	}
 	if r.Body != nil {
 		r.Body = &boundedBody{ReadCloser: r.Body, left: s.maxBody}
 	}
 
-	p, err := s.auth.Authenticate(r.Context(), r.Header)
-	if err != nil {
-		s.refuse(w, r, authError(err, call))
-		return call, nil
-	}
-	rule := s.policy.Rule(call.Procedure)
-	if !rule.Allows(p) {
-		s.refuse(w, r, apierror.New(connect.CodePermissionDenied, "MISSING_ROLE",
-			fmt.Sprintf("%s needs one of the roles %s", call.Procedure, strings.Join(rule.ServiceAccountRoles, ", ")),
-			apierror.WithMetadata("required_roles", strings.Join(rule.ServiceAccountRoles, ","))))
-		return call, p
-	}
-
-	admitted, refusal := s.limits.admit(w, r, call, p, rule)
+	p, rule, refusal := s.authenticate(r, call)
 	if refusal != nil {
 		s.refuse(w, r, refusal)
-		return call, p
+		return p
+	}
+
+	ctx, span := s.tracing.start(r.Context(), spanLimits)
+	admitted, refusal := s.limits.admit(ctx, w, call, p, rule)
+	span.End()
+	if refusal != nil {
+		s.refuse(w, r, refusal)
+		return p
 	}
 	defer admitted.done(r.Context())
 	if call.Procedure == usageProcedure {
 		s.usage.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), usageKey{}, &usageCall{p, admitted})))
-		return call, p
+		return p
+	}
+	if call.Streaming {
+		defer s.metrics.streamOpened(call)()
 	}
 	if admitted.watchesAnswer() {
 		for _, h := range wire.CompressionHeaders {
@@ -189,11 +202,65 @@ func (s *Server) serve(w *recorder, r *http.Request) (classify.Call, *identity.P
 	defer cancel()
 	r = r.WithContext(ctx)
 	if s.idem != nil && !call.Streaming {
-		s.metrics.idempotency(s.idem.Serve(w, r, call, p.Subject, rule.Idempotent, s.proxy))
-		return call, p
+		s.idempotency(w, r, call, p.Subject, rule.Idempotent)
+		return p
 	}
 	s.proxy.ServeHTTP(w, r)
-	return call, p
+	return p
+}
+
+// authenticate authenticates and authorizes the caller, in a span of its
+// own. It returns the refusal to answer, if any, and the principal when the
+// token was valid.
+func (s *Server) authenticate(r *http.Request, call classify.Call) (*identity.Principal, *policy.Rule, *connect.Error) {
+	ctx, span := s.tracing.start(r.Context(), spanAuthenticate)
+	defer span.End()
+	p, err := s.auth.Authenticate(ctx, r.Header)
+	if err != nil {
+		refusal := authError(err, call)
+		if span.IsRecording() {
+			reason := identity.ReasonTokenInvalid
+			if ie := (*identity.Error)(nil); errors.As(err, &ie) {
+				reason = ie.Reason
+			}
+			span.SetAttributes(attrAuthOutcome.String(refusal.Code().String()), attrAuthReason.String(reason))
+		}
+		return nil, nil, refusal
+	}
+	rule := s.policy.Rule(call.Procedure)
+	if !rule.Allows(p) {
+		if span.IsRecording() {
+			span.SetAttributes(attrAuthOutcome.String("permission_denied"), attrAuthReason.String("MISSING_ROLE"))
+		}
+		return p, rule, apierror.New(connect.CodePermissionDenied, "MISSING_ROLE",
+			fmt.Sprintf("%s needs one of the roles %s", call.Procedure, strings.Join(rule.ServiceAccountRoles, ", ")),
+			apierror.WithMetadata("required_roles", strings.Join(rule.ServiceAccountRoles, ",")))
+	}
+	if span.IsRecording() {
+		span.SetAttributes(attrAuthOutcome.String("ok"))
+	}
+	return p, rule, nil
+}
+
+// idempotency runs the idempotency step, in a span of its own when the
+// call carries Idempotency-Key. The forwarded call's edge.upstream span is
+// the step's child: the step forwards it.
+func (s *Server) idempotency(w http.ResponseWriter, r *http.Request, call classify.Call, subject string, eligible bool) {
+	if len(r.Header.Values(idempotency.HeaderKey)) == 0 {
+		s.metrics.idempotency(s.idem.Serve(w, r, call, subject, eligible, s.proxy))
+		return
+	}
+	ctx, span := s.tracing.start(r.Context(), spanIdempotency)
+	defer span.End()
+	outcome := s.idem.Serve(w, r.WithContext(ctx), call, subject, eligible, s.proxy)
+	s.metrics.idempotency(outcome)
+	if span.IsRecording() {
+		o := string(outcome)
+		if o == "" {
+			o = "ignored" // not a procedure that honors the key
+		}
+		span.SetAttributes(attrIdemOutcome.String(o))
+	}
 }
 
 // refuse writes the edge's own error in the caller's protocol.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 
 	"github.com/orgedge/edge/config"
@@ -57,6 +58,7 @@ type admission struct {
 	lease    *quota.Lease
 	reserved *quota.Reservation
 	release  bool // DeleteEnvironment: release the environment's quota on success
+	metrics  *Metrics
 }
 
 // done ends what the admission holds: the stream lease, and a reservation
@@ -64,17 +66,23 @@ type admission struct {
 func (a *admission) done(ctx context.Context) {
 	if a.lease != nil {
 		a.lease.Release()
+		a.lease = nil
+		a.metrics.leaseHeld(-1)
 	}
 	if a.reserved != nil {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 		defer cancel()
-		_ = a.reserved.Rollback(ctx)
+		if a.reserved.Rollback(ctx) == nil {
+			a.metrics.reservation(reservationRolledBack)
+		}
+		a.reserved = nil
 	}
 }
 
-// admit applies every limit of the call. It writes the rate limit headers,
-// and the refusal when there is one, in which case it returns nil.
-func (l *Limits) admit(w http.ResponseWriter, r *http.Request, c classify.Call, p *identity.Principal, rule *policy.Rule) (*admission, *connect.Error) {
+// admit applies every limit of the call. It writes the rate limit headers;
+// when the call is refused it returns nil and the refusal to answer. ctx
+// carries the edge.limits span, which gets the decision.
+func (l *Limits) admit(ctx context.Context, w http.ResponseWriter, c classify.Call, p *identity.Principal, rule *policy.Rule) (*admission, *connect.Error) {
 	planName, plan := l.Config.PlanFor(p.Plan, p.Subject)
 	req := ratelimit.Request{
 		Subject: p.Subject,
@@ -84,66 +92,97 @@ func (l *Limits) admit(w http.ResponseWriter, r *http.Request, c classify.Call, 
 	if rule.RatePerMinute > 0 {
 		req.Limits = append(req.Limits, ratelimit.Limit{Name: operationPrefix + c.Method, Rate: rule.RatePerMinute, Period: time.Minute, Burst: rule.RatePerMinute})
 	}
-	d, err := l.Rates.Allow(r.Context(), req)
+	d, err := l.Rates.Allow(ctx, req)
 	if err != nil {
+		l.traced(ctx, "unavailable", "")
 		return nil, apierror.New(connect.CodeUnavailable, reasonUnavailable, "limits cannot be checked now (Redis unavailable); retry later")
 	}
-	a := &admission{plan: planName, decision: d}
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.SetAttributes(attrPlan.String(planName))
+	}
+	a := &admission{plan: planName, decision: d, metrics: l.metrics}
 	setRateLimitHeaders(w.Header(), d.States, l.Now())
 	if !d.Allowed {
-		l.metrics.decided(planName, d.Refused, false)
+		l.decided(ctx, planName, d.Refused, false)
 		return nil, rateRefusal(d, planName)
 	}
-	l.metrics.decided(planName, "rate", true)
+	l.decided(ctx, planName, "rate", true)
 
 	if rule.ConcurrentStreams > 0 && c.Streaming {
-		lease, err := l.Streams.Acquire(r.Context(), p.Subject, rule.ConcurrentStreams)
+		lease, err := l.Streams.Acquire(ctx, p.Subject, rule.ConcurrentStreams)
 		switch {
 		case errors.Is(err, quota.ErrStreamLimit):
-			l.metrics.decided(planName, "streams", false)
+			l.decided(ctx, planName, "streams", false)
 			return nil, apierror.New(connect.CodeResourceExhausted, quota.ReasonStreamLimit,
 				fmt.Sprintf("at most %d %s streams may be open at once; close one first", rule.ConcurrentStreams, c.Method),
 				apierror.WithMetadata("limit", strconv.Itoa(rule.ConcurrentStreams)))
 		case err != nil:
-			if e := l.outage(r.Context(), "stream lease", err); e != nil {
+			if e := l.outage(ctx, "stream lease", err); e != nil {
 				return nil, e
 			}
 		default:
 			a.lease = lease
+			l.metrics.leaseHeld(1)
 		}
 	}
 
 	switch rule.Quota {
 	case config.QuotaReserveEnvironment:
 		q := quota.Quota(l.Config.QuotasFor(p.Subject, planName))
-		res, err := l.Envs.Reserve(r.Context(), p.Subject, q, quota.Size(l.Config.EnvironmentSize))
+		res, err := l.Envs.Reserve(ctx, p.Subject, q, quota.Size(l.Config.EnvironmentSize))
 		var qe *quota.QuotaError
 		switch {
 		case errors.As(err, &qe):
-			l.metrics.decided(planName, string(qe.Kind), false)
-			a.done(r.Context())
+			l.decided(ctx, planName, string(qe.Kind), false)
+			l.metrics.reservation(reservationRefused)
+			a.done(ctx)
 			return nil, quotaRefusal(qe, l.Now())
 		case err != nil:
-			if e := l.outage(r.Context(), "environment quota", err); e != nil {
-				a.done(r.Context())
+			if e := l.outage(ctx, "environment quota", err); e != nil {
+				a.done(ctx)
 				return nil, e
 			}
 		default:
 			a.reserved = res
+			l.metrics.reservation(reservationReserved)
 		}
 	case config.QuotaReleaseEnvironment:
 		a.release = true
 	}
+	l.traced(ctx, "allowed", "")
 	return a, nil
+}
+
+// decided counts one limit decision and notes a refusal on the span of ctx.
+func (l *Limits) decided(ctx context.Context, plan, limit string, allowed bool) {
+	l.metrics.decided(plan, limit, allowed)
+	if !allowed {
+		l.traced(ctx, "refused", limit)
+	}
+}
+
+// traced notes the limit step's outcome on the span of ctx (allowed when
+// nothing is noted).
+func (l *Limits) traced(ctx context.Context, outcome, limit string) {
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.SetAttributes(attrLimitsOutcome.String(outcome))
+		if limit != "" {
+			span.SetAttributes(attrLimit.String(limit))
+		}
+	}
 }
 
 // outage applies the Redis failure policy to a lease or quota call that
 // Redis could not answer: nil to go on without it.
 func (l *Limits) outage(ctx context.Context, what string, err error) *connect.Error {
 	if l.Config.OnRedisFailure == config.FailClosed {
+		l.traced(ctx, "unavailable", "")
 		return apierror.New(connect.CodeUnavailable, reasonUnavailable, what+" cannot be checked now (Redis unavailable); retry later")
 	}
 	l.Log.WarnContext(ctx, "redis unavailable: admitting without "+what, "err", err)
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.SetAttributes(attrLimitsFailOpen.Bool(true))
+	}
 	return nil
 }
 
@@ -165,6 +204,8 @@ func (l *Limits) answered(ctx context.Context, a *admission, c classify.Call, re
 		}
 		if err := a.reserved.Confirm(ctx, created.Environment.Id, start); err != nil {
 			l.Log.WarnContext(ctx, "environment quota: confirm failed", "err", err)
+		} else {
+			l.metrics.reservation(reservationConfirmed)
 		}
 		a.reserved = nil
 	case a.release:
@@ -178,6 +219,8 @@ func (l *Limits) answered(ctx context.Context, a *admission, c classify.Call, re
 		}
 		if err := l.Envs.Release(ctx, deleted.Environment.Id, end); err != nil {
 			l.Log.WarnContext(ctx, "environment quota: release failed", "err", err)
+		} else {
+			l.metrics.reservation(reservationReleased)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -14,11 +15,25 @@ import (
 // Metrics are the edge's Prometheus metrics. Labels are bounded: services
 // and methods of the API (or "unknown"), protocols, codes; never a subject.
 type Metrics struct {
-	requests  *prometheus.CounterVec
-	duration  *prometheus.HistogramVec
-	decisions *prometheus.CounterVec
-	idem      *prometheus.CounterVec
+	requests     *prometheus.CounterVec
+	duration     *prometheus.HistogramVec
+	decisions    *prometheus.CounterVec
+	idem         *prometheus.CounterVec
+	upstream     *prometheus.HistogramVec
+	reservations *prometheus.CounterVec
+	openStreams  *prometheus.GaugeVec
+	leases       prometheus.Gauge
+	inflight     prometheus.Gauge
 }
+
+// Outcomes of edge_quota_reservations_total.
+const (
+	reservationReserved   = "reserved"    // a slot was held before forwarding CreateEnvironment
+	reservationConfirmed  = "confirmed"   // the backend created the environment
+	reservationRolledBack = "rolled_back" // the backend did not: the slot was given back
+	reservationReleased   = "released"    // DeleteEnvironment ended a running environment's quota
+	reservationRefused    = "refused"     // a quota refused the reservation
+)
 
 // Buckets fine enough to see sub-millisecond overhead, coarse enough for streams.
 var durationBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 3600}
@@ -48,6 +63,32 @@ func NewMetrics(reg prometheus.Registerer, auth *authn.Authenticator, limits *Li
 		Name: "edge_idempotency_total",
 		Help: "Calls with Idempotency-Key by outcome: first, replayed, in_use, reused, not_stored, too_large, invalid, unavailable.",
 	}, []string{"outcome"})
+	m.upstream = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:                        "edge_upstream_duration_seconds",
+		Help:                        "Time from forwarding a call to the backend to the backend's last byte (or its failure), by service, method and protocol.",
+		Buckets:                     durationBuckets,
+		NativeHistogramBucketFactor: 1.1,
+	}, []string{"service", "method", "protocol"})
+	m.reservations = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "edge_quota_reservations_total",
+		Help: "Environment quota reservations by outcome: reserved, confirmed, rolled_back, released (DeleteEnvironment), refused.",
+	}, []string{"outcome"})
+	for _, o := range []string{reservationReserved, reservationConfirmed, reservationRolledBack, reservationReleased, reservationRefused} {
+		m.reservations.WithLabelValues(o)
+	}
+	m.openStreams = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "edge_open_streams",
+		Help: "Streaming calls open at this replica, by service and method.",
+	}, []string{"service", "method"})
+	m.leases = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "edge_stream_leases_held",
+		Help: "Concurrent-stream leases this replica holds in Redis.",
+	})
+	m.inflight = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "edge_inflight_requests",
+		Help: "Calls this replica is serving now, streams included.",
+	})
+	reg.MustRegister(m.upstream, m.reservations, m.openStreams, m.leases, m.inflight)
 	reg.MustRegister(m.decisions, m.idem,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "edge_redis_breaker_state",
@@ -89,20 +130,83 @@ func NewMetrics(reg prometheus.Registerer, auth *authn.Authenticator, limits *Li
 	return m
 }
 
+// labels are a call's service, method and protocol labels.
+func labels(c classify.Call) (service, method, protocol string) {
+	service, method = c.Service, c.Method
+	if service == "" {
+		service, method = "unknown", "unknown"
+	}
+	protocol = string(c.Protocol)
+	if protocol == "" {
+		protocol = "unknown"
+	}
+	return service, method, protocol
+}
+
+// streaming makes edge_open_streams start at 0 for every streaming
+// procedure, so that the series exist before the first stream.
+func (m *Metrics) streaming(procs classify.Procedures) {
+	if m == nil {
+		return
+	}
+	for name, streams := range procs {
+		if !streams {
+			continue
+		}
+		if service, method, ok := strings.Cut(strings.TrimPrefix(name, "/"), "/"); ok {
+			m.openStreams.WithLabelValues(service, method)
+		}
+	}
+}
+
 func (m *Metrics) observe(c classify.Call, code string, d time.Duration) {
 	if m == nil {
 		return
 	}
-	service, method := c.Service, c.Method
-	if service == "" {
-		service, method = "unknown", "unknown"
-	}
-	protocol := string(c.Protocol)
-	if protocol == "" {
-		protocol = "unknown"
-	}
+	service, method, protocol := labels(c)
 	m.requests.WithLabelValues(service, method, protocol, code).Inc()
 	m.duration.WithLabelValues(service, method, protocol).Observe(d.Seconds())
+}
+
+// forwarded records one call forwarded to the backend.
+func (m *Metrics) forwarded(c classify.Call, d time.Duration) {
+	if m == nil {
+		return
+	}
+	service, method, protocol := labels(c)
+	m.upstream.WithLabelValues(service, method, protocol).Observe(d.Seconds())
+}
+
+// streamOpened counts a streaming call as open until the returned function
+// is called.
+func (m *Metrics) streamOpened(c classify.Call) (closed func()) {
+	if m == nil {
+		return func() {}
+	}
+	g := m.openStreams.WithLabelValues(c.Service, c.Method)
+	g.Inc()
+	return g.Dec
+}
+
+// leaseHeld adds delta (1 or -1) to the leases held.
+func (m *Metrics) leaseHeld(delta float64) {
+	if m != nil {
+		m.leases.Add(delta)
+	}
+}
+
+// reservation counts one environment quota event.
+func (m *Metrics) reservation(outcome string) {
+	if m != nil {
+		m.reservations.WithLabelValues(outcome).Inc()
+	}
+}
+
+// serving adds delta (1 or -1) to the calls in flight.
+func (m *Metrics) serving(delta float64) {
+	if m != nil {
+		m.inflight.Add(delta)
+	}
 }
 
 // decided counts one limit decision.

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/orgedge/edge/edge/classify"
 	"github.com/orgedge/edge/identity"
 )
@@ -108,7 +110,8 @@ func httpStatusCode(status int) string {
 }
 
 // logCall writes the one access line of a call. It never names the token,
-// and names the subject only by a hash.
+// and names the subject only by a hash. While the call's span records, the
+// line carries its trace_id, to find the trace from the log and back.
 func (s *Server) logCall(r *http.Request, c classify.Call, p *identity.Principal, rec *recorder, code string, d time.Duration) {
 	attrs := []slog.Attr{
 		slog.String("procedure", c.Procedure),
@@ -123,6 +126,9 @@ func (s *Server) logCall(r *http.Request, c classify.Call, p *identity.Principal
 	}
 	if p != nil {
 		attrs = append(attrs, slog.String("subject", subjectHash(p.Subject)), slog.String("plan", p.Plan))
+	}
+	if span := trace.SpanFromContext(r.Context()); span.IsRecording() {
+		attrs = append(attrs, slog.String("trace_id", span.SpanContext().TraceID().String()))
 	}
 	s.log.LogAttrs(r.Context(), slog.LevelInfo, "call", attrs...)
 }

@@ -9,6 +9,9 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
 	"github.com/orgedge/edge/identity"
 	"github.com/orgedge/edge/orgsvc/store"
 )
@@ -22,17 +25,23 @@ type RunOptions struct {
 	// RoleClaims are the claim paths holding roles (identity.DefaultRoleClaims
 	// when empty): set them as the edge's, so both see the same service accounts.
 	RoleClaims []string
-	Config     Config // Store and Auth are filled in by Start
+	Config     Config // Store, Auth, Logger, Metrics and DBSystem are filled in by Start
 	Logger     *slog.Logger
+	// AdminAddr is where /metrics, /healthz and /readyz are served (a
+	// listener of their own); empty: nowhere.
+	AdminAddr string
+	Version   string // the orgsvc_build_info version label
 }
 
 // Running is a backend serving on a socket.
 type Running struct {
-	Addr    string // the address it listens on
-	srv     *http.Server
-	store   store.Store
-	served  chan error
-	Service *Service
+	Addr      string // the address it listens on
+	AdminAddr string // the admin listener's address; empty without one
+	srv       *http.Server
+	admin     *http.Server
+	store     store.Store
+	served    chan error
+	Service   *Service
 }
 
 // Start opens the database (applying migrations), and serves the backend on
@@ -49,8 +58,13 @@ func Start(ctx context.Context, opts RunOptions) (*Running, error) {
 		_ = st.Close()
 		return nil, err
 	}
+	// A registry per backend, not the global one: a process may run
+	// several (tests, the edge's development mode).
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	cfg := opts.Config
 	cfg.Store, cfg.Auth, cfg.Logger = st, verifier, opts.Logger
+	cfg.Metrics, cfg.DBSystem = NewMetrics(reg, opts.Version), DBSystem(opts.Database)
 	svc, err := New(cfg)
 	if err != nil {
 		_ = st.Close()
@@ -61,8 +75,30 @@ func Start(ctx context.Context, opts RunOptions) (*Running, error) {
 		_ = st.Close()
 		return nil, err
 	}
-	r := &Running{Addr: ln.Addr().String(), srv: NewServer(opts.Addr, svc.Handler()), store: st, served: make(chan error, 1), Service: svc}
+	var adminLn net.Listener
+	if opts.AdminAddr != "" {
+		if adminLn, err = net.Listen("tcp", opts.AdminAddr); err != nil {
+			_ = ln.Close()
+			_ = st.Close()
+			return nil, fmt.Errorf("admin listener: %w", err)
+		}
+	}
+	r := &Running{Addr: ln.Addr().String(), srv: NewServer(opts.Addr, svc.Handler()), store: st, served: make(chan error, 2), Service: svc}
 	go func() { r.served <- r.srv.Serve(ln) }()
+	if adminLn != nil {
+		r.AdminAddr = adminLn.Addr().String()
+		r.admin = &http.Server{
+			Handler:           AdminHandler(reg, svc.Ready),
+			ReadHeaderTimeout: 5 * time.Second,
+			ReadTimeout:       10 * time.Second,
+			WriteTimeout:      30 * time.Second,
+		}
+		go func() {
+			if err := r.admin.Serve(adminLn); !errors.Is(err, http.ErrServerClosed) {
+				r.served <- fmt.Errorf("admin listener: %w", err)
+			}
+		}()
+	}
 	return r, nil
 }
 
@@ -70,10 +106,14 @@ func Start(ctx context.Context, opts RunOptions) (*Running, error) {
 func (r *Running) Done() <-chan error { return r.served }
 
 // Shutdown drains open calls (until ctx ends), then closes the database.
+// The admin listener goes last, so that probes see the drain.
 func (r *Running) Shutdown(ctx context.Context) error {
 	err := r.srv.Shutdown(ctx)
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
+	}
+	if r.admin != nil {
+		err = errors.Join(err, r.admin.Shutdown(ctx))
 	}
 	return errors.Join(err, r.store.Close())
 }

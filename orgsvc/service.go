@@ -9,6 +9,7 @@ package orgsvc
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
@@ -16,8 +17,12 @@ import (
 	"connectrpc.com/connect"
 	"connectrpc.com/grpchealth"
 	"connectrpc.com/grpcreflect"
+	"connectrpc.com/otelconnect"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/orgedge/edge/gen/svc/v1/svcv1connect"
+	"github.com/orgedge/edge/internal/telemetry"
 	"github.com/orgedge/edge/orgsvc/catalog"
 	"github.com/orgedge/edge/orgsvc/store"
 )
@@ -38,12 +43,24 @@ type Config struct {
 	MaxRequestBytes int
 	Now             func() time.Time // default time.Now
 	Logger          *slog.Logger     // default slog.Default()
+	// TracerProvider makes the spans of handlers (through otelconnect, as
+	// children of the caller's trace context: the edge's upstream span) and
+	// of storage calls (store.<Method>). Default: the global provider
+	// (otel.GetTracerProvider), a no-op unless the process set one up.
+	TracerProvider trace.TracerProvider
+	// DBSystem is the db.system of storage spans: DBSystemSQLite or
+	// DBSystemPostgreSQL (see DBSystem). Default "other_sql".
+	DBSystem string
+	// Metrics, when set, counts calls and times them and storage calls.
+	Metrics *Metrics
 }
 
 // Service implements the API's backend services.
 type Service struct {
 	store    store.Store
 	auth     Authenticator
+	otel     *otelconnect.Interceptor
+	metrics  *Metrics
 	catalog  *catalog.Catalog
 	watchers *hub
 	activity activity
@@ -61,8 +78,21 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Store == nil || cfg.Auth == nil {
 		return nil, errors.New("orgsvc: Store and Auth are required")
 	}
+	tp := cfg.TracerProvider
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	// The edge in front is the backend's only caller, so its trace context
+	// is trusted: handler spans are its upstream span's children.
+	oi, err := otelconnect.NewInterceptor(otelconnect.WithTracerProvider(tp), otelconnect.WithPropagator(telemetry.Propagator()),
+		otelconnect.WithTrustRemote(), otelconnect.WithoutMetrics())
+	if err != nil {
+		return nil, fmt.Errorf("orgsvc: tracing: %w", err)
+	}
 	s := &Service{
-		store:          cfg.Store,
+		store:          newTracedStore(cfg.Store, tp, cfg.DBSystem, cfg.Metrics),
+		otel:           oi,
+		metrics:        cfg.Metrics,
 		auth:           cfg.Auth,
 		catalog:        catalog.Builtin(),
 		watchers:       newHub(),
@@ -101,7 +131,8 @@ func New(cfg Config) (*Service, error) {
 // server reflection.
 func (s *Service) Handler() http.Handler {
 	opts := []connect.HandlerOption{
-		connect.WithInterceptors(interceptor{s}),
+		// Outermost first: the span and the metrics see the final error.
+		connect.WithInterceptors(s.otel, metricsInterceptor{s.metrics}, interceptor{s}),
 		connect.WithReadMaxBytes(s.maxBytes),
 	}
 	mux := http.NewServeMux()

@@ -9,9 +9,11 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/orgedge/edge/config"
 	"github.com/orgedge/edge/devissuer"
+	"github.com/orgedge/edge/internal/telemetry"
 	"github.com/orgedge/edge/orgsvc"
 )
 
@@ -22,6 +24,8 @@ const (
 	devAdminAddr   = "127.0.0.1:9090"
 	devIssuerAddr  = "127.0.0.1:8081"
 	devBackendAddr = "127.0.0.1:8082"
+	// devBackendAdminAddr serves the backend's /metrics, /healthz, /readyz.
+	devBackendAdminAddr = "127.0.0.1:9092"
 )
 
 // devStack is everything the development mode runs besides the edge.
@@ -32,9 +36,12 @@ type devStack struct {
 	redis   *miniredis.Miniredis
 	dataDir string
 	tmpDir  string
+	// stopTracing flushes the backend's spans (a tracer provider of its
+	// own, so that they carry service.name orgsvc).
+	stopTracing func(context.Context) error
 }
 
-func startDev(ctx context.Context, dataDir string) (*devStack, error) {
+func startDev(ctx context.Context, dataDir, version string) (*devStack, error) {
 	d := &devStack{dataDir: dataDir}
 	ok := false
 	defer func() {
@@ -58,9 +65,13 @@ func startDev(ctx context.Context, dataDir string) (*devStack, error) {
 		}
 		d.dataDir = d.tmpDir
 	}
+	var tp trace.TracerProvider
+	if tp, d.stopTracing, err = telemetry.NewTracerProvider(ctx, "orgsvc", version); err != nil {
+		return nil, err
+	}
 	if d.backend, err = orgsvc.Start(ctx, orgsvc.RunOptions{
-		Addr: devBackendAddr, Database: filepath.Join(d.dataDir, "orgsvc.db"), IssuerURL: d.issuer.URL(),
-		RoleClaims: cfg.OIDC.RoleClaims,
+		Addr: devBackendAddr, AdminAddr: devBackendAdminAddr, Database: filepath.Join(d.dataDir, "orgsvc.db"), IssuerURL: d.issuer.URL(),
+		RoleClaims: cfg.OIDC.RoleClaims, Version: version, Config: orgsvc.Config{TracerProvider: tp},
 	}); err != nil {
 		return nil, fmt.Errorf("backend on %s: %w", devBackendAddr, err)
 	}
@@ -68,8 +79,10 @@ func startDev(ctx context.Context, dataDir string) (*devStack, error) {
 	if err := d.redis.StartAddr("127.0.0.1:0"); err != nil {
 		return nil, fmt.Errorf("embedded redis: %w", err)
 	}
-	if cfg.Redis.Addr == "" && len(cfg.Redis.ClusterAddrs) == 0 {
-		cfg.Redis.Addr = d.redis.Addr()
+	// The embedded store, unless the developer names a Redis of their own
+	// (config.Default's 127.0.0.1:6379 is for production files, not here).
+	if os.Getenv("EDGE_REDIS_ADDR") == "" && os.Getenv("EDGE_REDIS_CLUSTER_ADDRS") == "" {
+		cfg.Redis.Addr, cfg.Redis.ClusterAddrs = d.redis.Addr(), nil
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -85,6 +98,9 @@ func (d *devStack) stop() {
 	defer cancel()
 	if d.backend != nil {
 		_ = d.backend.Shutdown(ctx)
+	}
+	if d.stopTracing != nil {
+		_ = d.stopTracing(ctx)
 	}
 	if d.issuer != nil {
 		_ = d.issuer.Shutdown(ctx)
@@ -102,11 +118,12 @@ func (d *devStack) print(w io.Writer, api, admin string) {
 	fmt.Fprintf(w, `
 edge development mode: everything on loopback, in this process
 
-  edge API     http://%[1]s   Connect, gRPC (h2c), gRPC-Web, HTTP/JSON
-  admin        http://%[2]s   /healthz /readyz /metrics
-  issuer       %[3]s
-  backend      http://%[4]s   (SQLite in %[5]s)
-  redis        %[6]s   (embedded, in memory)
+  edge API       http://%[1]s   Connect, gRPC (h2c), gRPC-Web, HTTP/JSON
+  admin          http://%[2]s   /healthz /readyz /metrics
+  issuer         %[3]s
+  backend        http://%[4]s   (SQLite in %[5]s)
+  backend admin  http://%[7]s   /healthz /readyz /metrics
+  redis          %[6]s   (embedded, in memory)
 
 Credentials (tokens live 10 minutes):
   client credentials  svc-admin, svc-env-manager, svc-viewer   secret dev-secret
@@ -118,5 +135,5 @@ Try:
   curl -s -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' -d '{"name":"acme","billingEmail":"billing@acme.example"}' http://%[1]s/svc.v1.OrganizationService/CreateOrganization
 
 Ctrl-C stops everything.
-`, api, admin, iss, d.backend.Addr, d.dataDir, d.redis.Addr())
+`, api, admin, iss, d.backend.Addr, d.dataDir, d.redis.Addr(), d.backend.AdminAddr)
 }

@@ -4,7 +4,9 @@
 //	edge -check-config /etc/edge/edge.yaml
 //	edge -dev                            # the whole stack in one process, on loopback
 //
-// See docs/edge.md.
+// Traces go over OTLP when the standard OTEL_* variables configure an
+// exporter (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_TRACES_EXPORTER=otlp, …); they
+// are off otherwise. See docs/edge.md.
 package main
 
 import (
@@ -18,9 +20,12 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"syscall"
+	"time"
 
 	"github.com/orgedge/edge/config"
 	"github.com/orgedge/edge/edge"
+	"github.com/orgedge/edge/internal/healthcheck"
+	"github.com/orgedge/edge/internal/telemetry"
 )
 
 func main() {
@@ -39,11 +44,15 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	var (
 		configFile = fs.String("config", os.Getenv("EDGE_CONFIG"), "YAML configuration file ($EDGE_CONFIG)")
 		check      = fs.String("check-config", "", "validate this configuration file (with EDGE_* overrides) and exit")
+		health     = fs.String("healthcheck", "", "probe this URL (e.g. http://127.0.0.1:9090/readyz) and exit 0 if it answers 200: a container health check")
 		dev        = fs.Bool("dev", false, "development mode: run the backend, an issuer and an embedded Redis too, on loopback")
 		dataDir    = fs.String("data", "", "with -dev: directory for the backend's SQLite file (default: a new temporary directory)")
 	)
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *health != "" {
+		return healthcheck.Check(*health)
 	}
 	if *check != "" {
 		if _, err := config.Load(*check); err != nil {
@@ -53,13 +62,22 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		return nil
 	}
 
+	shutdownTracing, err := telemetry.Setup(ctx, "edge", version())
+	if err != nil {
+		return err
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = shutdownTracing(ctx)
+	}()
+
 	var (
 		cfg *config.Config
-		err error
 		env *devStack
 	)
 	if *dev {
-		if env, err = startDev(ctx, *dataDir); err != nil {
+		if env, err = startDev(ctx, *dataDir, version()); err != nil {
 			return err
 		}
 		defer env.stop()

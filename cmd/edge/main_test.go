@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -75,6 +77,7 @@ func TestDevModeCurlLinesWorkAsPrinted(t *testing.T) {
 	for !strings.Contains(out.String(), "Ctrl-C stops everything.") {
 		select {
 		case err := <-done:
+			done <- nil // for the cleanup, which would wait for it forever
 			t.Fatalf("edge -dev stopped: %v\n%s", err, out.String())
 		case <-time.After(20 * time.Millisecond):
 		}
@@ -83,7 +86,7 @@ func TestDevModeCurlLinesWorkAsPrinted(t *testing.T) {
 		}
 	}
 	banner := out.String()
-	for _, want := range []string{"http://127.0.0.1:8080", "http://127.0.0.1:9090", "http://127.0.0.1:8081/realms/dev", "http://127.0.0.1:8082", "dev-secret", "alice/alice"} {
+	for _, want := range []string{"http://127.0.0.1:8080", "http://127.0.0.1:9090", "http://127.0.0.1:8081/realms/dev", "http://127.0.0.1:8082", "http://127.0.0.1:9092", "dev-secret", "alice/alice"} {
 		if !strings.Contains(banner, want) {
 			t.Errorf("banner lacks %q", want)
 		}
@@ -105,5 +108,30 @@ func TestDevModeCurlLinesWorkAsPrinted(t *testing.T) {
 	var org struct{ Name, Plan, ID string }
 	if err := json.Unmarshal(got, &org); err != nil || org.Name != "acme" || org.Plan != "free" || org.ID == "" {
 		t.Fatalf("printed commands answered %s (%v)", got, err)
+	}
+	// Every dependency of the stack is up: the issuer and the embedded Redis.
+	res, err := http.Get("http://127.0.0.1:9090/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("/readyz answered %d: %s", res.StatusCode, body)
+	}
+	// Both admin listeners count the call.
+	for url, want := range map[string]string{
+		"http://127.0.0.1:9090/metrics": `edge_requests_total{code="ok",method="CreateOrganization"`,
+		"http://127.0.0.1:9092/metrics": `orgsvc_requests_total{code="ok",method="CreateOrganization"`,
+	} {
+		res, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		_ = res.Body.Close()
+		if !strings.Contains(string(body), want) {
+			t.Errorf("%s lacks %s", url, want)
+		}
 	}
 }

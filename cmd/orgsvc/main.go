@@ -7,6 +7,11 @@
 // Every flag has an environment variable (ORGSVC_ADDR, ORGSVC_DATABASE,
 // ORGSVC_ISSUER_URL, ORGSVC_AUDIENCE, …) that sets its default; secrets such as
 // the database password belong in the variable, not on the command line.
+//
+// Prometheus metrics, /healthz and /readyz (storage answers) are served on a
+// listener of their own, -admin-addr. Traces go over OTLP when the standard
+// OTEL_* variables configure an exporter (OTEL_EXPORTER_OTLP_ENDPOINT, …);
+// they are off otherwise.
 package main
 
 import (
@@ -18,12 +23,15 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/orgedge/edge/devissuer"
 	"github.com/orgedge/edge/identity"
+	"github.com/orgedge/edge/internal/healthcheck"
+	"github.com/orgedge/edge/internal/telemetry"
 	"github.com/orgedge/edge/orgsvc"
 )
 
@@ -56,6 +64,7 @@ func run(args []string) error {
 	fs := flag.NewFlagSet("orgsvc", flag.ContinueOnError)
 	var (
 		addr      = fs.String("addr", env("ORGSVC_ADDR", "127.0.0.1:8082"), "listen address ($ORGSVC_ADDR)")
+		adminAddr = fs.String("admin-addr", env("ORGSVC_ADMIN_ADDR", "127.0.0.1:9092"), "admin listen address: /metrics, /healthz, /readyz ($ORGSVC_ADMIN_ADDR)")
 		database  = fs.String("database", env("ORGSVC_DATABASE", ""), "postgres:// DSN, or a SQLite file path ($ORGSVC_DATABASE)")
 		issuer    = fs.String("issuer", env("ORGSVC_ISSUER_URL", ""), "OIDC issuer URL ($ORGSVC_ISSUER_URL)")
 		audience  = fs.String("audience", env("ORGSVC_AUDIENCE", ""), "required token audience (aud or azp); empty accepts any ($ORGSVC_AUDIENCE)")
@@ -63,11 +72,15 @@ func run(args []string) error {
 		invTTL    = fs.Duration("invitation-ttl", durationEnv("ORGSVC_INVITATION_TTL", 7*24*time.Hour), "how long invitations stay pending ($ORGSVC_INVITATION_TTL)")
 		provision = fs.Duration("provision-delay", durationEnv("ORGSVC_PROVISION_DELAY", 2*time.Second), "PROVISIONING time of a new environment ($ORGSVC_PROVISION_DELAY)")
 		logFormat = fs.String("log-format", env("ORGSVC_LOG_FORMAT", "json"), "text or json ($ORGSVC_LOG_FORMAT)")
+		health    = fs.String("healthcheck", "", "probe this URL (e.g. http://127.0.0.1:9092/readyz) and exit 0 if it answers 200: a container health check")
 		dev       = fs.Bool("dev", false, "development mode: start a development issuer on 127.0.0.1:8081 and use SQLite in -data")
 		dataDir   = fs.String("data", "", "with -dev: directory for the SQLite file (default: a new temporary directory)")
 	)
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *health != "" {
+		return healthcheck.Check(*health)
 	}
 	if *dev && *logFormat == "json" && os.Getenv("ORGSVC_LOG_FORMAT") == "" {
 		*logFormat = "text"
@@ -76,8 +89,20 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	slog.SetDefault(log)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	shutdownTracing, err := telemetry.Setup(ctx, "orgsvc", version())
+	if err != nil {
+		return err
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := shutdownTracing(ctx); err != nil {
+			log.Warn("flushing traces", "err", err)
+		}
+	}()
 
 	if *dev {
 		iss, err := devissuer.Start("127.0.0.1:8081", devissuer.DefaultConfig())
@@ -106,15 +131,15 @@ func run(args []string) error {
 
 	running, err := orgsvc.Start(ctx, orgsvc.RunOptions{
 		Addr: *addr, Database: *database, IssuerURL: *issuer, Audience: *audience, Logger: log,
-		RoleClaims: strings.Split(*roles, ","),
-		Config:     orgsvc.Config{InvitationTTL: *invTTL, ProvisionDelay: *provision},
+		RoleClaims: strings.Split(*roles, ","), AdminAddr: *adminAddr, Version: version(),
+		Config: orgsvc.Config{InvitationTTL: *invTTL, ProvisionDelay: *provision},
 	})
 	if err != nil {
 		return err
 	}
-	log.Info("orgsvc listening", "addr", running.Addr, "issuer", *issuer, "database", redactDSN(*database))
+	log.Info("orgsvc listening", "addr", running.Addr, "admin", running.AdminAddr, "issuer", *issuer, "database", redactDSN(*database))
 	if *dev {
-		printDev(running.Addr, *issuer, *database)
+		printDev(running.Addr, running.AdminAddr, *issuer, *database)
 	}
 
 	select {
@@ -150,10 +175,11 @@ func redactDSN(dsn string) string {
 	return dsn
 }
 
-func printDev(addr, issuer, database string) {
+func printDev(addr, admin, issuer, database string) {
 	fmt.Printf(`
 orgsvc development mode
   backend  http://%[1]s   (Connect, gRPC, gRPC-Web, HTTP/JSON; h2c)
+  admin    http://%[4]s   /healthz /readyz /metrics
   issuer   %[2]s
   database %[3]s
 
@@ -167,5 +193,12 @@ Try:
   curl -s -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' -d '{"name":"acme","billingEmail":"billing@acme.example"}' http://%[1]s/svc.v1.OrganizationService/CreateOrganization
 
 Ctrl-C stops everything.
-`, addr, issuer, database)
+`, addr, issuer, database, admin)
+}
+
+func version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "devel"
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/orgedge/edge/config"
 	"github.com/orgedge/edge/edge"
 	"github.com/orgedge/edge/internal/testenv"
@@ -42,13 +44,34 @@ func EdgeConfig(t testing.TB, upstreamURL, issuerURL string) *config.Config {
 }
 
 // StartEdge validates cfg and runs the edge with it, exactly as the edge
-// command does, until the test ends.
+// command does, until the test ends. It logs nowhere and traces with the
+// global tracer provider.
 func StartEdge(t testing.TB, cfg *config.Config) *Edge {
+	t.Helper()
+	return StartEdgeWith(t, cfg, EdgeOptions{})
+}
+
+// EdgeOptions are what a test may change of how StartEdgeWith runs the edge.
+type EdgeOptions struct {
+	Logger         *slog.Logger         // default: discard
+	TracerProvider trace.TracerProvider // default: the global one
+}
+
+// StartEdgeWith is StartEdge with a logger or tracer provider of the test's.
+func StartEdgeWith(t testing.TB, cfg *config.Config, o EdgeOptions) *Edge {
 	t.Helper()
 	if err := cfg.Validate(); err != nil {
 		t.Fatalf("edge configuration: %v", err)
 	}
-	app, err := edge.NewApp(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), "test")
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	var opts []edge.AppOption
+	if o.TracerProvider != nil {
+		opts = append(opts, edge.WithTracerProvider(o.TracerProvider))
+	}
+	app, err := edge.NewApp(cfg, log, "test", opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
 	"github.com/orgedge/edge/devissuer"
 	"github.com/orgedge/edge/identity"
 	"github.com/orgedge/edge/internal/testenv"
@@ -95,17 +98,31 @@ func OpenStore(t testing.TB, db Database) store.Store {
 
 // Backend is a running backend.
 type Backend struct {
-	URL     string // http://127.0.0.1:port
-	Service *orgsvc.Service
-	Store   store.Store
+	URL      string // http://127.0.0.1:port
+	AdminURL string // http://127.0.0.1:port of /metrics, /healthz, /readyz
+	Service  *orgsvc.Service
+	Store    store.Store
 }
 
 // StartBackend serves the backend over a real loopback socket, verifying
-// tokens against issuerURL. cfg's Store and Auth are filled in when nil.
+// tokens against issuerURL, and its admin handler on another. cfg's Store,
+// Auth, DBSystem and Metrics (in a registry of the backend's own) are
+// filled in when unset.
 func StartBackend(t testing.TB, db Database, issuerURL string, cfg orgsvc.Config) *Backend {
 	t.Helper()
 	if cfg.Store == nil {
 		cfg.Store = OpenStore(t, db)
+	}
+	if cfg.DBSystem == "" {
+		cfg.DBSystem = orgsvc.DBSystemSQLite
+		if db == Postgres {
+			cfg.DBSystem = orgsvc.DBSystemPostgreSQL
+		}
+	}
+	reg := prometheus.NewRegistry()
+	if cfg.Metrics == nil {
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		cfg.Metrics = orgsvc.NewMetrics(reg, "test")
 	}
 	if cfg.Auth == nil {
 		v, err := identity.NewVerifier(identity.Config{IssuerURL: issuerURL})
@@ -122,16 +139,23 @@ func StartBackend(t testing.TB, db Database, issuerURL string, cfg orgsvc.Config
 	if err != nil {
 		t.Fatal(err)
 	}
+	adminLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
 	srv := orgsvc.NewServer("", svc.Handler())
+	admin := &http.Server{Handler: orgsvc.AdminHandler(reg, svc.Ready), ReadHeaderTimeout: 5 * time.Second}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
+	go func() { _ = admin.Serve(adminLn) }()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(ctx)
+		_ = admin.Shutdown(ctx)
 		if err := <-done; err != nil && !errors.Is(err, http.ErrServerClosed) {
 			t.Errorf("backend: %v", err)
 		}
 	})
-	return &Backend{URL: "http://" + ln.Addr().String(), Service: svc, Store: cfg.Store}
+	return &Backend{URL: "http://" + ln.Addr().String(), AdminURL: "http://" + adminLn.Addr().String(), Service: svc, Store: cfg.Store}
 }
