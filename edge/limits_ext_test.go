@@ -369,9 +369,14 @@ func startChildEdge(t *testing.T, cfg *config.Config) (string, *exec.Cmd) {
 }
 
 func TestTwentyStreamsPassTheTwentyFirstIsRefusedAndACrashedEdgeFreesThem(t *testing.T) {
+	redisTargets(t, twentyStreamsAndACrash)
+}
+
+func twentyStreamsAndACrash(t *testing.T, useRedis func(*config.Config)) {
 	iss := testkit.StartIssuer(t)
 	be := testkit.StartBackend(t, testkit.SQLite, iss.URL(), orgsvc.Config{ProvisionDelay: time.Hour})
 	cfg := testkit.EdgeConfig(t, be.URL, iss.URL())
+	useRedis(cfg)
 	cfg.Limits.StreamLease = 3 * time.Second
 	childURL, child := startChildEdge(t, cfg)
 	survivor := testkit.StartEdge(t, cfg) // another replica, same Redis and prefix
@@ -433,9 +438,30 @@ func TestTwentyStreamsPassTheTwentyFirstIsRefusedAndACrashedEdgeFreesThem(t *tes
 }
 
 func TestOneRedisRoundTripPerAdmittedPlainUnaryCall(t *testing.T) {
-	rs := testkit.StartRedisServer(t)
-	s, token := startStack(t, orgsvc.Config{}, func(c *config.Config) { c.Redis.Addr = rs.Addr })
-	tok := token("pro-counted")
+	t.Run("redis", func(t *testing.T) {
+		rs := testkit.StartRedisServer(t)
+		s, token := startStack(t, orgsvc.Config{}, func(c *config.Config) { c.Redis.Addr = rs.Addr })
+		redisBefore := rs.Calls(t)
+		n := countRoundTrips(t, s, token("pro-counted"))
+		// Redis agrees: one script call each (the commands the script runs
+		// inside are counted by INFO too, but are not round trips; the
+		// first call also loads the script).
+		if got := rs.Calls(t)["evalsha"] - redisBefore["evalsha"]; got != n+1 {
+			t.Fatalf("Redis ran EVALSHA %d times for %d calls", got, n+1)
+		}
+	})
+	t.Run("cluster", func(t *testing.T) {
+		addrs := strings.Split(os.Getenv(testenv.RedisClusterAddrsVar), ",")
+		testenv.RedisCluster(t)
+		s, token := startStack(t, orgsvc.Config{}, func(c *config.Config) { c.Redis.Addr, c.Redis.ClusterAddrs = "", addrs })
+		countRoundTrips(t, s, token("pro-counted"))
+	})
+}
+
+// countRoundTrips sends plain unary calls through the edge and checks, from
+// the edge's own metric, that each cost one round trip to Redis.
+func countRoundTrips(t *testing.T, s *stack, tok string) int {
+	t.Helper()
 	roundTrips := func() float64 {
 		res, err := http.Get(s.edge.AdminURL + "/metrics")
 		if err != nil {
@@ -446,22 +472,17 @@ func TestOneRedisRoundTripPerAdmittedPlainUnaryCall(t *testing.T) {
 		return metricValue(t, string(b), "edge_redis_round_trips_total")
 	}
 	jsonCall(t, s.edge.URL, tok, listOrgs, "{}") // loads the script
-	before, redisBefore := roundTrips(), rs.Calls(t)
+	before := roundTrips()
 	const n = 25
 	for range n {
 		if res, _ := jsonCall(t, s.edge.URL, tok, listOrgs, "{}"); res.StatusCode != http.StatusOK {
 			t.Fatalf("status %d", res.StatusCode)
 		}
 	}
-	after, redisAfter := roundTrips(), rs.Calls(t)
-	if got := after - before; got != n {
+	if got := roundTrips() - before; got != n {
 		t.Fatalf("%d admitted calls made %v round trips to Redis, want %d", n, got, n)
 	}
-	// Redis agrees: one script call each (the commands the script runs
-	// inside are counted by INFO too, but are not round trips).
-	if got := redisAfter["evalsha"] - redisBefore["evalsha"]; got != n {
-		t.Fatalf("Redis ran EVALSHA %d times for %d calls", got, n)
-	}
+	return n
 }
 
 func TestRedisOutageFailOpenKeepsALocalShareFailClosedRefusesAndExactLimitsResume(t *testing.T) {
