@@ -6,6 +6,7 @@
 #                             two more edge replicas, the bare proxies, nginx
 #   bench/run.sh overhead     measurement 1 (bench/overhead.sh)
 #   bench/run.sh throughput   measurement 2 (bench/throughput.sh)
+#   bench/run.sh serial       one call at a time through each hop (bench/serial.sh)
 #   bench/run.sh replicas     measurement 3 (conformance over three replicas)
 #   bench/run.sh roundtrips   measurement 4 (Redis round trips per call kind)
 #   bench/run.sh gobench      measurement 5 (Go benchmarks, -count 6, benchstat)
@@ -137,9 +138,8 @@ roundtrips() {
     "{\"organizationId\":\"$org\",\"displayName\":\"rt x$i\"}" > "$DIR/last-status"; done; }
   trips "UpdateOrganization without a key" "$n" unkeyed
 
-  # CreateEnvironment: quota reservation, confirmation; 10/min per subject,
-  # so one call each for 8 fresh enterprise subjects' … a single subject
-  # suffices for 8 calls (burst 10).
+  # CreateEnvironment: quota reservation, then confirmation. Its operation
+  # limit is 10/min per subject (burst 10): 8 + 2 calls fit.
   envs() { for i in $(seq 1 8); do post EnvironmentService/CreateEnvironment "$tok" \
     "{\"projectId\":\"$proj\",\"name\":\"e$i\",\"blueprintId\":\"redis-7\"}" > "$DIR/last-status"; done; }
   trips "CreateEnvironment (no key: reserve + confirm)" 8 envs
@@ -147,7 +147,8 @@ roundtrips() {
     "{\"projectId\":\"$proj\",\"name\":\"k$i\",\"blueprintId\":\"redis-7\"}" "Idempotency-Key: env-$u-$i" > "$DIR/last-status"; done; }
   trips "CreateEnvironment with an Idempotency-Key" 2 envk
 
-  # A subject over its limit: refused from the edge's cache.
+  # A subject over its limit: refused from the edge's cache until the
+  # refusal's retry time (1 s for free), then Redis is asked again.
   local small
   small=$(token "free-$u")
   burst() { for _ in $(seq 1 100); do post OrganizationService/ListOrganizations "$small" '{}' > "$DIR/last-status"; done; }
@@ -159,13 +160,15 @@ roundtrips() {
 case ${1:-} in
   start) start ;;
   stop) stop ;;
-  overhead) shift; "$root/bench/overhead.sh" "${1:-http://127.0.0.1:8080}" "$DIR/overhead" "${RUNS:-5}" 20s 200 500 1000 2000 ;;
-  throughput) "$root/bench/throughput.sh" "${ROUNDS:-5}" "${CONNS:-32}" 10 | tee "$DIR/throughput.tsv"
+  overhead) edge=${2:-http://127.0.0.1:8080}
+    LOADTEST=$BIN/loadtest "$root/bench/overhead.sh" "$edge" "$DIR/overhead-${edge##*:}" "${RUNS:-5}" 20s 200 500 1000 2000 ;;
+  throughput) PIDS_DIR=$DIR "$root/bench/throughput.sh" "${ROUNDS:-5}" "${CONNS:-32}" 10 | tee "$DIR/throughput.tsv"
     python3 "$root/bench/summarize.py" throughput "$DIR/throughput.tsv" ;;
+  serial) PIDS_DIR=$DIR "$root/bench/serial.sh" 3 5 ;;
   replicas) "$BIN/loadtest" -scenario conformance -edge http://127.0.0.1:8080,http://127.0.0.1:18080,http://127.0.0.1:28080 -duration 30s ;;
   roundtrips) shift; roundtrips "$@" ;;
   gobench) cd "$root" && TEST_REDIS_ADDR=${TEST_REDIS_ADDR:-127.0.0.1:56379} go test -run '^$' -bench . -count 6 \
       ./edge/classify ./edge/authn ./edge/ratelimit ./edge/apierror ./edge/idempotency | tee "$DIR/gobench.txt"
     "$(go env GOPATH)/bin/benchstat" "$DIR/gobench.txt" ;;
-  *) sed -n '2,18p' "$0"; exit 2 ;;
+  *) sed -n '2,19p' "$0"; exit 2 ;;
 esac
