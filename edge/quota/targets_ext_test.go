@@ -114,31 +114,10 @@ func (tk ticker) renew(t *testing.T) {
 // renewed (nor released).
 var neverRenew = quota.WithRenewTicker(func(time.Duration) (<-chan time.Time, func()) { return nil, func() {} })
 
-// clock is the edge's clock for Environments.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+// clock is an edge clock that only moves when told.
+type clock = testenv.Clock
 
-func newClock(t time.Time) *clock { return &clock{t: t} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = t
-}
-
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
+func newClock(t time.Time) *clock { return testenv.NewClock(t) }
 
 // logs collects log lines written from any goroutine.
 type logs struct {

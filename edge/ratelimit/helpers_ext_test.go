@@ -24,30 +24,9 @@ var (
 const freeDaily = 10_000
 
 // clock is an edge clock that only moves when told.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+type clock = testenv.Clock
 
-func newClock(t time.Time) *clock { return &clock{t: t} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
-func (c *clock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = t
-}
+func newClock(t time.Time) *clock { return testenv.NewClock(t) }
 
 // forEachRedis runs f against every real Redis the suite must pass on.
 func forEachRedis(t *testing.T, f func(t *testing.T, rdb redis.UniversalClient)) {
