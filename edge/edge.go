@@ -179,7 +179,7 @@ func (s *Server) serve(w *recorder, r *http.Request, call classify.Call, problem
 	}
 	defer admitted.done(r.Context())
 	if call.Procedure == usageProcedure {
-		s.usage.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), usageKey{}, &usageCall{p, admitted})))
+		s.serveUsage(w, r.WithContext(context.WithValue(r.Context(), usageKey{}, &usageCall{p, admitted})), call)
 		return p
 	}
 	if call.Streaming {

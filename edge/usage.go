@@ -1,13 +1,17 @@
 package edge
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 
 	"connectrpc.com/connect"
 
 	"github.com/orgedge/edge/edge/apierror"
+	"github.com/orgedge/edge/edge/classify"
 	"github.com/orgedge/edge/edge/ratelimit"
 	svcv1 "github.com/orgedge/edge/gen/svc/v1"
 	"github.com/orgedge/edge/gen/svc/v1/svcv1connect"
@@ -77,4 +81,57 @@ func clamp32(n int64) int32 {
 		return 1<<31 - 1
 	}
 	return int32(n)
+}
+
+// serveUsage answers GetUsage. A JSON caller's error is reshaped as the
+// backend's are (see modifyResponse): connect-go's handler writes Connect's
+// JSON error, without the "@type" fields every other error of the API
+// carries.
+func (s *Server) serveUsage(w *recorder, r *http.Request, call classify.Call) {
+	if !call.UnaryConnect || !call.JSON {
+		s.usage.ServeHTTP(w, r)
+		return
+	}
+	a := &bufferedAnswer{header: w.Header()}
+	s.usage.ServeHTTP(a, r)
+	body := a.body.Bytes()
+	if a.status != 0 && a.status != http.StatusOK {
+		var e struct {
+			Code string `json:"code"`
+		}
+		if json.Unmarshal(body, &e) == nil && len(e.Code) < 32 {
+			w.code = e.Code
+		}
+		if out, ok := apierror.RewriteJSON(body); ok {
+			body = out
+		}
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	}
+	if a.status != 0 {
+		w.WriteHeader(a.status)
+	}
+	_, _ = w.Write(body)
+}
+
+// bufferedAnswer keeps a small answer (GetUsage's) whole, to reshape it
+// before it goes out. Its header map is the client's.
+type bufferedAnswer struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (a *bufferedAnswer) Header() http.Header { return a.header }
+
+func (a *bufferedAnswer) WriteHeader(status int) {
+	if a.status == 0 {
+		a.status = status
+	}
+}
+
+func (a *bufferedAnswer) Write(b []byte) (int, error) {
+	if a.status == 0 {
+		a.status = http.StatusOK
+	}
+	return a.body.Write(b)
 }
