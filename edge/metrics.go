@@ -2,6 +2,8 @@ package edge
 
 import (
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,6 +26,69 @@ type Metrics struct {
 	openStreams  *prometheus.GaugeVec
 	leases       prometheus.Gauge
 	inflight     prometheus.Gauge
+
+	// Children looked up once per label set and kept: the hot path reads a
+	// map instead of hashing label values into the vector on every call.
+	calls    children[seriesKey, *series]
+	decision children[decisionKey, prometheus.Counter]
+}
+
+// seriesKey names a call's service, method and protocol labels.
+type seriesKey struct{ service, method, protocol string }
+
+// series are the children of one (service, method, protocol), each made at
+// its first use so that a series appears only once something happened.
+type series struct {
+	duration, upstream lazyChild[prometheus.Observer]
+	codes              [len(grpcCodes)]lazyChild[prometheus.Counter] // by gRPC code number
+}
+
+// lazyChild is a vector's child, looked up at its first use and kept.
+type lazyChild[T any] struct {
+	v    atomic.Pointer[T]
+	make func() T
+}
+
+func (l *lazyChild[T]) get() T {
+	if p := l.v.Load(); p != nil {
+		return *p
+	}
+	v := l.make() // a race makes it twice: the vector returns the same child
+	l.v.Store(&v)
+	return v
+}
+
+type decisionKey struct {
+	plan, limit string
+	allowed     bool
+}
+
+// children caches a vector's children by label values. Labels are bounded,
+// so the cache is too: it holds what the vector holds.
+type children[K comparable, V any] struct {
+	mu   sync.RWMutex
+	m    map[K]V
+	make func(K) V
+}
+
+func (c *children[K, V]) get(k K) V {
+	c.mu.RLock()
+	v, ok := c.m[k]
+	c.mu.RUnlock()
+	if ok {
+		return v
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if v, ok := c.m[k]; ok {
+		return v
+	}
+	if c.m == nil {
+		c.m = make(map[K]V)
+	}
+	v = c.make(k)
+	c.m[k] = v
+	return v
 }
 
 // Outcomes of edge_quota_reservations_total.
@@ -88,6 +153,22 @@ func NewMetrics(reg prometheus.Registerer, auth *authn.Authenticator, limits *Li
 		Name: "edge_inflight_requests",
 		Help: "Calls this replica is serving now, streams included.",
 	})
+	m.calls.make = func(k seriesKey) *series {
+		s := &series{}
+		s.duration.make = func() prometheus.Observer { return m.duration.WithLabelValues(k.service, k.method, k.protocol) }
+		s.upstream.make = func() prometheus.Observer { return m.upstream.WithLabelValues(k.service, k.method, k.protocol) }
+		for i, code := range grpcCodes {
+			s.codes[i].make = func() prometheus.Counter { return m.requests.WithLabelValues(k.service, k.method, k.protocol, code) }
+		}
+		return s
+	}
+	m.decision.make = func(k decisionKey) prometheus.Counter {
+		outcome := "refused"
+		if k.allowed {
+			outcome = "allowed"
+		}
+		return m.decisions.WithLabelValues(k.plan, k.limit, outcome)
+	}
 	reg.MustRegister(m.upstream, m.reservations, m.openStreams, m.leases, m.inflight)
 	reg.MustRegister(m.decisions, m.idem,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -163,9 +244,20 @@ func (m *Metrics) observe(c classify.Call, code string, d time.Duration) {
 	if m == nil {
 		return
 	}
+	s := m.seriesOf(c)
+	if i, ok := grpcCodeIndex[code]; ok {
+		s.codes[i].get().Inc()
+	} else {
+		service, method, protocol := labels(c)
+		m.requests.WithLabelValues(service, method, protocol, code).Inc()
+	}
+	s.duration.get().Observe(d.Seconds())
+}
+
+// seriesOf returns the call's children.
+func (m *Metrics) seriesOf(c classify.Call) *series {
 	service, method, protocol := labels(c)
-	m.requests.WithLabelValues(service, method, protocol, code).Inc()
-	m.duration.WithLabelValues(service, method, protocol).Observe(d.Seconds())
+	return m.calls.get(seriesKey{service, method, protocol})
 }
 
 // forwarded records one call forwarded to the backend.
@@ -173,8 +265,7 @@ func (m *Metrics) forwarded(c classify.Call, d time.Duration) {
 	if m == nil {
 		return
 	}
-	service, method, protocol := labels(c)
-	m.upstream.WithLabelValues(service, method, protocol).Observe(d.Seconds())
+	m.seriesOf(c).upstream.get().Observe(d.Seconds())
 }
 
 // streamOpened counts a streaming call as open until the returned function
@@ -214,11 +305,7 @@ func (m *Metrics) decided(plan, limit string, allowed bool) {
 	if m == nil {
 		return
 	}
-	outcome := "refused"
-	if allowed {
-		outcome = "allowed"
-	}
-	m.decisions.WithLabelValues(plan, limit, outcome).Inc()
+	m.decision.get(decisionKey{plan, limit, allowed}).Inc()
 }
 
 // idempotency counts one keyed call's outcome ("" when the call had no key).

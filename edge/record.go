@@ -68,9 +68,18 @@ func (r *recorder) resultCode(c classify.Call) string {
 	return httpStatusCode(r.status)
 }
 
-var grpcCodes = []string{"ok", "canceled", "unknown", "invalid_argument", "deadline_exceeded", "not_found", "already_exists",
+var grpcCodes = [...]string{"ok", "canceled", "unknown", "invalid_argument", "deadline_exceeded", "not_found", "already_exists",
 	"permission_denied", "resource_exhausted", "failed_precondition", "aborted", "out_of_range", "unimplemented",
 	"internal", "unavailable", "data_loss", "unauthenticated"}
+
+// grpcCodeIndex maps a code name back to its number.
+var grpcCodeIndex = func() map[string]int {
+	m := make(map[string]int, len(grpcCodes))
+	for i, c := range grpcCodes {
+		m[c] = i
+	}
+	return m
+}()
 
 func grpcCodeName(n int) string {
 	if n >= 0 && n < len(grpcCodes) {
