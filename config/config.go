@@ -98,20 +98,61 @@ type Requests struct {
 // Redis is the edge's shared state.
 type Redis struct {
 	// Addr is one Redis host:port. Default 127.0.0.1:6379. Env EDGE_REDIS_ADDR.
+	// Every address here and in ClusterAddrs may also be written
+	// redis://host:port, or rediss://host:port for TLS (as if TLS.Enabled).
 	Addr string `yaml:"addr"`
 	// ClusterAddrs, instead of Addr, are seed nodes of a Redis Cluster; when
 	// set, Addr is ignored.
 	// Env EDGE_REDIS_CLUSTER_ADDRS (comma-separated).
 	ClusterAddrs []string `yaml:"cluster_addrs"`
-	// Username and Password authenticate to Redis. Env EDGE_REDIS_USERNAME,
+	// Sentinel, when its addrs are set, finds the master through Redis
+	// Sentinel, instead of Addr and ClusterAddrs.
+	Sentinel RedisSentinel `yaml:"sentinel"`
+	// Username and Password authenticate to Redis (an ACL user, or the
+	// password alone for requirepass). Env EDGE_REDIS_USERNAME,
 	// EDGE_REDIS_PASSWORD (prefer the variable for the password).
 	Username string `yaml:"username"`
 	Password string `yaml:"password"`
+	// TLS encrypts the connections to Redis (and to the sentinels).
+	TLS RedisTLS `yaml:"tls"`
 	// KeyPrefix starts every key the edge writes, so that several
 	// installations can share one Redis. No braces. Default "edge:".
 	KeyPrefix string `yaml:"key_prefix"`
 	// Timeout bounds every Redis call. Default 50ms.
 	Timeout time.Duration `yaml:"timeout"`
+}
+
+// RedisSentinel names a master that Redis Sentinel watches over.
+type RedisSentinel struct {
+	// MasterName is the name the sentinels know the master by (required
+	// with Addrs). Env EDGE_REDIS_SENTINEL_MASTER.
+	MasterName string `yaml:"master_name"`
+	// Addrs are sentinels' host:port. Env EDGE_REDIS_SENTINEL_ADDRS
+	// (comma-separated).
+	Addrs []string `yaml:"addrs"`
+	// Username and Password authenticate to the sentinels when they require
+	// it (Redis' own Username and Password are for the master). Env
+	// EDGE_REDIS_SENTINEL_USERNAME, EDGE_REDIS_SENTINEL_PASSWORD.
+	Username string `yaml:"username"`
+	Password string `yaml:"password"`
+}
+
+// RedisTLS configures TLS to Redis. Setting any field but ServerName turns
+// it on, as does a rediss:// address.
+type RedisTLS struct {
+	// Enabled turns TLS on with the system's roots. Env EDGE_REDIS_TLS=true.
+	Enabled bool `yaml:"enabled"`
+	// CAFile is a PEM bundle to verify the server with instead of the
+	// system's roots. Env EDGE_REDIS_TLS_CA_FILE.
+	CAFile string `yaml:"ca_file"`
+	// ServerName is the name the server's certificate must carry, when it
+	// is not the host of the address. Env EDGE_REDIS_TLS_SERVER_NAME.
+	ServerName string `yaml:"server_name"`
+	// CertFile and KeyFile, both or neither, are a client certificate for
+	// servers that require one (tls-auth-clients). Env
+	// EDGE_REDIS_TLS_CERT_FILE, EDGE_REDIS_TLS_KEY_FILE.
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
 }
 
 // Operation is one row of the operation table: what the edge applies to

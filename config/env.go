@@ -23,6 +23,15 @@ var envVars = []envVar{
 	{"EDGE_REDIS_CLUSTER_ADDRS", "redis.cluster_addrs", func(c *Config, v string) { c.Redis.ClusterAddrs = splitList(v) }},
 	{"EDGE_REDIS_USERNAME", "redis.username", func(c *Config, v string) { c.Redis.Username = v }},
 	{"EDGE_REDIS_PASSWORD", "redis.password", func(c *Config, v string) { c.Redis.Password = v }},
+	{"EDGE_REDIS_SENTINEL_MASTER", "redis.sentinel.master_name", func(c *Config, v string) { c.Redis.Sentinel.MasterName = v }},
+	{"EDGE_REDIS_SENTINEL_ADDRS", "redis.sentinel.addrs", func(c *Config, v string) { c.Redis.Sentinel.Addrs = splitList(v) }},
+	{"EDGE_REDIS_SENTINEL_USERNAME", "redis.sentinel.username", func(c *Config, v string) { c.Redis.Sentinel.Username = v }},
+	{"EDGE_REDIS_SENTINEL_PASSWORD", "redis.sentinel.password", func(c *Config, v string) { c.Redis.Sentinel.Password = v }},
+	{"EDGE_REDIS_TLS", "redis.tls.enabled", func(c *Config, v string) { c.Redis.TLS.Enabled = v == "true" || v == "1" }},
+	{"EDGE_REDIS_TLS_CA_FILE", "redis.tls.ca_file", func(c *Config, v string) { c.Redis.TLS.CAFile = v }},
+	{"EDGE_REDIS_TLS_SERVER_NAME", "redis.tls.server_name", func(c *Config, v string) { c.Redis.TLS.ServerName = v }},
+	{"EDGE_REDIS_TLS_CERT_FILE", "redis.tls.cert_file", func(c *Config, v string) { c.Redis.TLS.CertFile = v }},
+	{"EDGE_REDIS_TLS_KEY_FILE", "redis.tls.key_file", func(c *Config, v string) { c.Redis.TLS.KeyFile = v }},
 	{"EDGE_ON_REDIS_FAILURE", "limits.on_redis_failure", func(c *Config, v string) { c.Limits.OnRedisFailure = v }},
 	{"EDGE_LOG_FORMAT", "log.format", func(c *Config, v string) { c.Log.Format = v }},
 	{"EDGE_LOG_LEVEL", "log.level", func(c *Config, v string) { c.Log.Level = v }},
@@ -32,21 +41,24 @@ var envVars = []envVar{
 // field comments, read through getenv (os.Getenv in Load; a map in tests).
 // An empty variable counts as unset.
 //
-// redis.addr and redis.cluster_addrs are two ways to say where Redis is, so
-// setting one variable clears the other field from the file; setting both
-// variables is reported by Validate.
+// redis.addr, redis.cluster_addrs and redis.sentinel.addrs are three ways
+// to say where Redis is, so setting one of their variables alone clears the
+// other two fields from the file. When several are set, the sentinels win
+// over the cluster, which wins over addr (see Redis.Target).
 func (c *Config) ApplyEnv(getenv func(string) string) {
 	for _, e := range envVars {
 		if v := getenv(e.name); v != "" {
 			e.set(c, v)
 		}
 	}
-	addr, cluster := getenv("EDGE_REDIS_ADDR") != "", getenv("EDGE_REDIS_CLUSTER_ADDRS") != ""
+	addr, cluster, sentinel := getenv("EDGE_REDIS_ADDR") != "", getenv("EDGE_REDIS_CLUSTER_ADDRS") != "", getenv("EDGE_REDIS_SENTINEL_ADDRS") != ""
 	switch {
-	case addr && !cluster:
-		c.Redis.ClusterAddrs = nil
-	case cluster && !addr:
-		c.Redis.Addr = ""
+	case addr && !cluster && !sentinel:
+		c.Redis.ClusterAddrs, c.Redis.Sentinel.Addrs = nil, nil
+	case cluster && !addr && !sentinel:
+		c.Redis.Addr, c.Redis.Sentinel.Addrs = "", nil
+	case sentinel && !addr && !cluster:
+		c.Redis.Addr, c.Redis.ClusterAddrs = "", nil
 	}
 }
 

@@ -134,6 +134,9 @@ func parse(data []byte) (*Config, *lineIndex, error) {
 	if len(c.Redis.ClusterAddrs) == 0 {
 		c.Redis.ClusterAddrs = nil // "cluster_addrs: []" means the default, none
 	}
+	if len(c.Redis.Sentinel.Addrs) == 0 {
+		c.Redis.Sentinel.Addrs = nil // likewise
+	}
 	if len(c.Limits.SubjectPlans) == 0 {
 		c.Limits.SubjectPlans = nil // "subject_plans: {}" likewise
 	}

@@ -20,6 +20,8 @@ var envNames = []string{
 	"EDGE_LISTEN_ADDR", "EDGE_TLS_CERT_FILE", "EDGE_TLS_KEY_FILE", "EDGE_ADMIN_ADDR",
 	"EDGE_UPSTREAM_URL", "EDGE_OIDC_ISSUER_URL", "EDGE_OIDC_AUDIENCE",
 	"EDGE_REDIS_ADDR", "EDGE_REDIS_CLUSTER_ADDRS", "EDGE_REDIS_USERNAME", "EDGE_REDIS_PASSWORD",
+	"EDGE_REDIS_SENTINEL_MASTER", "EDGE_REDIS_SENTINEL_ADDRS", "EDGE_REDIS_SENTINEL_USERNAME", "EDGE_REDIS_SENTINEL_PASSWORD",
+	"EDGE_REDIS_TLS", "EDGE_REDIS_TLS_CA_FILE", "EDGE_REDIS_TLS_SERVER_NAME", "EDGE_REDIS_TLS_CERT_FILE", "EDGE_REDIS_TLS_KEY_FILE",
 	"EDGE_ON_REDIS_FAILURE", "EDGE_LOG_FORMAT", "EDGE_LOG_LEVEL",
 }
 
@@ -88,7 +90,7 @@ func TestUnknownFieldIsNamedWithItsLine(t *testing.T) {
 			"line 3: operations[0].roles: unknown field; expected one of procedure, service_account_roles, idempotent, rate_per_minute, concurrent_streams, quota"},
 		{"redis:\n  timeout: 1s\n  pasword: x\nlog:\n  colour: true\n",
 			"2 problems:\n" +
-				"  line 3: redis.pasword: unknown field; expected one of addr, cluster_addrs, username, password, key_prefix, timeout\n" +
+				"  line 3: redis.pasword: unknown field; expected one of addr, cluster_addrs, sentinel, username, password, tls, key_prefix, timeout\n" +
 				"  line 5: log.colour: unknown field; expected one of format, level"},
 	}
 	for _, tt := range tests {

@@ -19,7 +19,8 @@ const redactedSecret = "REDACTED"
 // These methods take values, not pointers, so that a Config or Redis
 // printed or logged either way never shows the password.
 
-// String returns the configuration as YAML, with redis.password redacted.
+// String returns the configuration as YAML, with redis.password and
+// redis.sentinel.password redacted.
 // The output loads back with Parse, password aside.
 func (c Config) String() string {
 	c.Redis = c.Redis.redacted()
@@ -132,8 +133,8 @@ func (q Quotas) logValue() slog.Value {
 // String describes the Redis settings with the password redacted.
 func (r Redis) String() string {
 	r = r.redacted()
-	return fmt.Sprintf("addr=%q cluster_addrs=%q username=%q password=%q timeout=%s",
-		r.Addr, r.ClusterAddrs, r.Username, r.Password, r.Timeout)
+	return fmt.Sprintf("addr=%q cluster_addrs=%q sentinel.master_name=%q sentinel.addrs=%q sentinel.password=%q username=%q password=%q tls=%t timeout=%s",
+		r.Addr, r.ClusterAddrs, r.Sentinel.MasterName, r.Sentinel.Addrs, r.Sentinel.Password, r.Username, r.Password, r.TLS.on(), r.Timeout)
 }
 
 // LogValue logs the Redis settings with the password redacted.
@@ -144,6 +145,18 @@ func (r Redis) LogValue() slog.Value {
 		slog.Any("cluster_addrs", r.ClusterAddrs),
 		slog.String("username", r.Username),
 		slog.String("password", r.Password),
+		slog.Group("sentinel",
+			slog.String("master_name", r.Sentinel.MasterName),
+			slog.Any("addrs", r.Sentinel.Addrs),
+			slog.String("username", r.Sentinel.Username),
+			slog.String("password", r.Sentinel.Password)),
+		slog.Group("tls",
+			slog.Bool("enabled", r.TLS.Enabled),
+			slog.String("ca_file", r.TLS.CAFile),
+			slog.String("server_name", r.TLS.ServerName),
+			slog.String("cert_file", r.TLS.CertFile),
+			slog.String("key_file", r.TLS.KeyFile)),
+		slog.String("key_prefix", r.KeyPrefix),
 		duration("timeout", r.Timeout))
 }
 
@@ -151,7 +164,26 @@ func (r Redis) redacted() Redis {
 	if r.Password != "" {
 		r.Password = redactedSecret
 	}
+	if r.Sentinel.Password != "" {
+		r.Sentinel.Password = redactedSecret
+	}
+	r.Addr = redactURL(r.Addr)
+	r.ClusterAddrs = redactList(r.ClusterAddrs)
+	r.Sentinel.Addrs = redactList(r.Sentinel.Addrs)
 	return r
+}
+
+// redactList redacts credentials from addresses, in a copy: the
+// configuration being printed keeps its own.
+func redactList(addrs []string) []string {
+	if addrs == nil {
+		return nil
+	}
+	out := make([]string, len(addrs))
+	for i, a := range addrs {
+		out[i] = redactURL(a)
+	}
+	return out
 }
 
 // duration logs d as "30s" rather than as nanoseconds, which is how the

@@ -245,15 +245,24 @@ func checkRoleClaims(p *problems, path string, claims []string) {
 }
 
 func checkRedis(p *problems, r Redis) {
-	switch {
-	case len(r.ClusterAddrs) > 0: // the cluster wins over addr (which has a default)
-		for i, a := range r.ClusterAddrs {
-			checkDialAddr(p, fmt.Sprintf("redis.cluster_addrs[%d]", i), a)
+	t, err := r.Target()
+	if err != nil {
+		p.add("redis", "%v", err)
+	} else {
+		path := map[string]string{ModeStandalone: "redis.addr", ModeCluster: "redis.cluster_addrs", ModeSentinel: "redis.sentinel.addrs"}[t.Mode]
+		for i, a := range t.Addrs {
+			if t.Mode == ModeStandalone {
+				checkDialAddr(p, path, a)
+			} else {
+				checkDialAddr(p, fmt.Sprintf("%s[%d]", path, i), a)
+			}
 		}
-	case r.Addr != "":
-		checkDialAddr(p, "redis.addr", r.Addr)
-	default:
-		p.add("redis", "set addr or cluster_addrs: the edge keeps its limits, quotas and idempotency keys in Redis")
+		if t.Mode == ModeSentinel && r.Sentinel.MasterName == "" {
+			p.add("redis.sentinel.master_name", "must be set with redis.sentinel.addrs: the name the sentinels know the master by")
+		}
+		if _, err := r.TLSConfig(); err != nil {
+			p.add("redis.tls", "%v", err)
+		}
 	}
 	if strings.ContainsAny(r.KeyPrefix, "{}") || len(r.KeyPrefix) > 64 {
 		p.add("redis.key_prefix", "must be at most 64 characters without braces (they would break the keys' cluster hash tags)")

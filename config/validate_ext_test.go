@@ -106,7 +106,7 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"redis addr without host", func(c *config.Config) { c.Redis.Addr = ":6379" }, `redis.addr: ":6379": needs a host`},
 		{"redis addr port zero", func(c *config.Config) { c.Redis.Addr = "redis:0" }, `redis.addr: "redis:0": port must be a number from 1 to 65535`},
 		{"redis cluster addr bad", func(c *config.Config) { c.Redis.Addr, c.Redis.ClusterAddrs = "", []string{"redis-0:6379", "redis-1"} }, `redis.cluster_addrs[1]: "redis-1" is not host:port`},
-		{"redis none", func(c *config.Config) { c.Redis.Addr = "" }, `redis: set addr or cluster_addrs: the edge keeps its limits, quotas and idempotency keys in Redis`},
+		{"redis none", func(c *config.Config) { c.Redis.Addr = "" }, `redis: set addr, cluster_addrs or sentinel.addrs: the edge keeps its limits, quotas and idempotency keys in Redis`},
 		{"redis key prefix with a brace", func(c *config.Config) { c.Redis.KeyPrefix = "a{b" }, `redis.key_prefix: must be at most 64 characters without braces (they would break the keys' cluster hash tags)`},
 		{"idempotency ttl too short", func(c *config.Config) { c.Idempotency.TTL = time.Second }, `idempotency.ttl: must be between 1m and 720h, not 1s`},
 		{"idempotency lease zero", func(c *config.Config) { c.Idempotency.Lease = 0 }, `idempotency.lease: must be between 1s and 1h, not 0s`},

@@ -70,24 +70,9 @@ func NewApp(cfg *config.Config, log *slog.Logger, version string, opts ...AppOpt
 		procs[name] = info.Streaming()
 	}
 	a := &App{cfg: cfg, log: log, failed: make(chan error, 2)}
-	addrs := redisAddrs(cfg.Redis)
-	if len(addrs) == 0 {
-		return nil, errors.New("redis: set addr or cluster_addrs")
+	if a.redis, err = newRedisClient(cfg.Redis); err != nil {
+		return nil, err
 	}
-	a.redis = redis.NewUniversalClient(&redis.UniversalOptions{
-		Addrs: addrs, IsClusterMode: len(cfg.Redis.ClusterAddrs) > 0,
-		Username: cfg.Redis.Username, Password: cfg.Redis.Password,
-		DialTimeout: time.Second, ReadTimeout: cfg.Redis.Timeout, WriteTimeout: cfg.Redis.Timeout,
-		// Every call carries its own short deadline; a failed one is not
-		// retried: the limit step's breaker decides what happens next.
-		ContextTimeoutEnabled: true,
-		// Waiting for a pooled connection counts against each call's short
-		// deadline: a pool large enough for a burst of new clients keeps a
-		// spike of traffic from looking like a Redis outage.
-		PoolSize:     256,
-		MinIdleConns: 16,
-		MaxRetries:   -1,
-	})
 	a.redis.AddHook(newRedisHook(reg))
 	policy, err := ratelimit.ParsePolicy(cfg.Limits.OnRedisFailure)
 	if err != nil {
@@ -150,16 +135,6 @@ func NewApp(cfg *config.Config, log *slog.Logger, version string, opts ...AppOpt
 		WriteTimeout:      30 * time.Second,
 	}
 	return a, nil
-}
-
-func redisAddrs(r config.Redis) []string {
-	if len(r.ClusterAddrs) > 0 {
-		return r.ClusterAddrs
-	}
-	if r.Addr != "" {
-		return []string{r.Addr}
-	}
-	return nil
 }
 
 // Listen binds both listeners and serves them in the background.
