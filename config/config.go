@@ -175,6 +175,10 @@ type Operation struct {
 	// before the call (CreateEnvironment only); QuotaReleaseEnvironment
 	// releases it after (DeleteEnvironment only); empty: none.
 	Quota string `yaml:"quota"`
+	// Shadow makes RatePerMinute and ConcurrentStreams decide, count and set
+	// headers and metrics without refusing anyone: an operator sees whom a
+	// new limit would refuse before it does (docs/operations.md).
+	Shadow bool `yaml:"shadow"`
 }
 
 // Values of Operation.Quota.
@@ -235,6 +239,9 @@ type Plan struct {
 	// burst).
 	Burst  int    `yaml:"burst"`
 	Quotas Quotas `yaml:"quotas"`
+	// Shadow makes the plan's rate and daily cap decide, count and set
+	// headers and metrics without refusing anyone. Quotas stay enforced.
+	Shadow bool `yaml:"shadow"`
 }
 
 // Quotas bound environments and compute per calendar month (UTC). 0 means

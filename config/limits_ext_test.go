@@ -208,7 +208,7 @@ func TestLimitsFieldsAreNamedWithTheirLine(t *testing.T) {
 		want string
 	}{
 		{"limits:\n  plans:\n    free:\n      rpm: 5\n",
-			"line 4: limits.plans.free.rpm: unknown field; expected one of requests_per_minute, requests_per_day, burst, quotas"},
+			"line 4: limits.plans.free.rpm: unknown field; expected one of requests_per_minute, requests_per_day, burst, quotas, shadow"},
 		{"limits:\n  subject_quotas:\n    alice:\n      vcpus: 5\n",
 			"line 4: limits.subject_quotas.alice.vcpus: unknown field; expected one of concurrent_environments, environments_per_month, vcpu_hours_per_month, memory_gb_hours_per_month"},
 		{"limits:\n  plan: pro\n",

@@ -51,6 +51,9 @@ func (c Config) LogValue() slog.Value {
 		if op.Quota != "" {
 			v += " quota=" + op.Quota
 		}
+		if op.Shadow {
+			v += " shadow"
+		}
 		ops = append(ops, slog.String(op.Procedure, v))
 	}
 	return slog.GroupValue(
@@ -99,7 +102,8 @@ func (l Limits) LogValue() slog.Value {
 			slog.Int("requests_per_minute", p.RequestsPerMinute),
 			slog.Int("requests_per_day", p.RequestsPerDay),
 			slog.Int("burst", p.Burst),
-			slog.Attr{Key: "quotas", Value: p.Quotas.logValue()}))
+			slog.Attr{Key: "quotas", Value: p.Quotas.logValue()},
+			slog.Bool("shadow", p.Shadow)))
 	}
 	subjectPlans := make([]slog.Attr, 0, len(l.SubjectPlans))
 	for _, subject := range slices.Sorted(maps.Keys(l.SubjectPlans)) {

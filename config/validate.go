@@ -313,6 +313,9 @@ func checkOperations(p *problems, ops []Operation) {
 		case op.ConcurrentStreams > 0 && known && !info.Streaming():
 			p.add(base+".concurrent_streams", "%q is not a streaming procedure; concurrent_streams applies to streaming calls only", op.Procedure)
 		}
+		if op.Shadow && op.RatePerMinute == 0 && op.ConcurrentStreams == 0 {
+			p.add(base+".shadow", "%q has no limit of its own (rate_per_minute, concurrent_streams) to shadow", op.Procedure)
+		}
 		switch op.Quota {
 		case "":
 		case QuotaReserveEnvironment:

@@ -192,6 +192,8 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"operation bare prefix", func(c *config.Config) { c.Operations[1].ServiceAccountRoles = []string{"svc-"} }, `operations[1].service_account_roles[0]: "svc-" is not a service-account role: it must start with "svc-"`},
 		{"idempotent stream", func(c *config.Config) { c.Operations[6].Idempotent = true }, `operations[6].idempotent: "/svc.v1.EnvironmentService/WatchEnvironment" is a streaming procedure; Idempotency-Key applies to unary calls only`},
 		{"operation rate negative", func(c *config.Config) { c.Operations[0].RatePerMinute = -1 }, `operations[0].rate_per_minute: must be at least 0 (0: no limit of its own), not -1`},
+		{"operation shadow without a limit", func(c *config.Config) { c.Operations[5].Shadow = true },
+			`operations[5].shadow: "/svc.v1.EnvironmentService/ListEnvironments" has no limit of its own (rate_per_minute, concurrent_streams) to shadow`},
 		{"operation streams negative", func(c *config.Config) { c.Operations[6].ConcurrentStreams = -1 }, `operations[6].concurrent_streams: must be at least 0 (0: no bound), not -1`},
 		{"operation streams on unary", func(c *config.Config) { c.Operations[5].ConcurrentStreams = 5 },
 			`operations[5].concurrent_streams: "/svc.v1.EnvironmentService/ListEnvironments" is not a streaming procedure; concurrent_streams applies to streaming calls only`},

@@ -31,6 +31,7 @@ type App struct {
 	apiAddr, adminAddr string
 	redis              redis.UniversalClient
 	failed             chan error
+	reloadState
 }
 
 // AppOption changes how NewApp builds the edge.
@@ -74,6 +75,7 @@ func NewApp(cfg *config.Config, log *slog.Logger, version string, opts ...AppOpt
 		return nil, err
 	}
 	a.redis.AddHook(newRedisHook(reg))
+	a.reloads = newReloadMetrics(reg)
 	policy, err := ratelimit.ParsePolicy(cfg.Limits.OnRedisFailure)
 	if err != nil {
 		return nil, err
@@ -90,6 +92,7 @@ func NewApp(cfg *config.Config, log *slog.Logger, version string, opts ...AppOpt
 		Now: time.Now,
 		Log: log,
 	}
+	a.limits = limits
 	idem := idempotency.New(a.redis, idempotency.Options{
 		TTL: cfg.Idempotency.TTL, Lease: cfg.Idempotency.Lease, MaxResponseBytes: int(cfg.Idempotency.MaxResponseBytes),
 		MaxRequestBytes: int64(cfg.Requests.MaxBodyBytes), Timeout: cfg.Redis.Timeout,

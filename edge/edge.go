@@ -54,7 +54,6 @@ type Options struct {
 type Server struct {
 	cfg     *config.Config
 	auth    *authn.Authenticator
-	policy  *policy.Table
 	procs   classify.Procedures
 	proxy   http.Handler
 	log     *slog.Logger
@@ -78,7 +77,6 @@ func New(o Options) (*Server, error) {
 	s := &Server{
 		cfg:     o.Config,
 		auth:    o.Auth,
-		policy:  policy.New(o.Config.Operations),
 		procs:   o.Procedures,
 		log:     o.Logger,
 		metrics: o.Metrics,
@@ -91,6 +89,7 @@ func New(o Options) (*Server, error) {
 		s.log = slog.Default()
 	}
 	o.Limits.metrics = o.Metrics
+	o.Limits.setPolicy(newPolicy(o.Config))
 	s.usage = usageHandler(o.Limits)
 	o.Metrics.streaming(o.Procedures)
 	p := proxy.New(proxy.Options{
@@ -164,14 +163,16 @@ func (s *Server) serve(w *recorder, r *http.Request, call classify.Call, problem
 		r.Body = &boundedBody{ReadCloser: r.Body, left: s.maxBody}
 	}
 
-	p, rule, refusal := s.authenticate(r, call)
+	// One policy for the whole call, even if a reload swaps it meanwhile.
+	pol := s.limits.Policy()
+	p, rule, refusal := s.authenticate(r, call, pol)
 	if refusal != nil {
 		s.refuse(w, r, refusal)
 		return p
 	}
 
 	ctx, span := s.tracing.start(r.Context(), spanLimits)
-	admitted, refusal := s.limits.admit(ctx, w, call, p, rule)
+	admitted, refusal := s.limits.admit(ctx, w, call, p, rule, pol)
 	span.End()
 	if refusal != nil {
 		s.refuse(w, r, refusal)
@@ -212,7 +213,7 @@ func (s *Server) serve(w *recorder, r *http.Request, call classify.Call, problem
 // authenticate authenticates and authorizes the caller, in a span of its
 // own. It returns the refusal to answer, if any, and the principal when the
 // token was valid.
-func (s *Server) authenticate(r *http.Request, call classify.Call) (*identity.Principal, *policy.Rule, *connect.Error) {
+func (s *Server) authenticate(r *http.Request, call classify.Call, pol *Policy) (*identity.Principal, *policy.Rule, *connect.Error) {
 	ctx, span := s.tracing.start(r.Context(), spanAuthenticate)
 	defer span.End()
 	p, err := s.auth.Authenticate(ctx, r.Header)
@@ -227,7 +228,7 @@ func (s *Server) authenticate(r *http.Request, call classify.Call) (*identity.Pr
 		}
 		return nil, nil, refusal
 	}
-	rule := s.policy.Rule(call.Procedure)
+	rule := pol.Table.Rule(call.Procedure)
 	if !rule.Allows(p) {
 		if span.IsRecording() {
 			span.SetAttributes(attrAuthOutcome.String("permission_denied"), attrAuthReason.String("MISSING_ROLE"))

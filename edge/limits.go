@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -39,6 +40,8 @@ type Limits struct {
 	Log     *slog.Logger
 
 	metrics *Metrics
+	policy  atomic.Pointer[Policy] // see Policy and App.Reload
+	shadows shadowLog
 }
 
 // Reasons of the limit step's refusals.
@@ -54,6 +57,7 @@ const (
 // admission is what the limit step holds while a call runs.
 type admission struct {
 	plan     string
+	limits   config.Plan // the plan's numbers under the call's policy
 	decision ratelimit.Decision
 	lease    *quota.Lease
 	reserved *quota.Reservation
@@ -79,11 +83,15 @@ func (a *admission) done(ctx context.Context) {
 	}
 }
 
-// admit applies every limit of the call. It writes the rate limit headers;
-// when the call is refused it returns nil and the refusal to answer. ctx
-// carries the edge.limits span, which gets the decision.
-func (l *Limits) admit(ctx context.Context, w http.ResponseWriter, c classify.Call, p *identity.Principal, rule *policy.Rule) (*admission, *connect.Error) {
-	planName, plan := l.Config.PlanFor(p.Plan, p.Subject)
+// admit applies every limit of the call under pol. It writes the rate
+// limit headers; when the call is refused it returns nil and the refusal to
+// answer. ctx carries the edge.limits span, which gets the decision.
+//
+// A shadow limit (a plan's or an operation's, shadow: true) decides like
+// any other, headers and metrics included, but what it refuses is admitted
+// and counted as shadow_refused (see shadowed).
+func (l *Limits) admit(ctx context.Context, w http.ResponseWriter, c classify.Call, p *identity.Principal, rule *policy.Rule, pol *Policy) (*admission, *connect.Error) {
+	planName, plan := pol.Limits.PlanFor(p.Plan, p.Subject)
 	req := ratelimit.Request{
 		Subject: p.Subject,
 		Limits:  []ratelimit.Limit{{Name: planLimit, Rate: plan.RequestsPerMinute, Period: time.Minute, Burst: plan.Burst}},
@@ -93,6 +101,12 @@ func (l *Limits) admit(ctx context.Context, w http.ResponseWriter, c classify.Ca
 		req.Limits = append(req.Limits, ratelimit.Limit{Name: operationPrefix + c.Method, Rate: rule.RatePerMinute, Period: time.Minute, Burst: rule.RatePerMinute})
 	}
 	d, err := l.Rates.Allow(ctx, req)
+	shadow := false
+	if err == nil && !d.Allowed && (plan.Shadow || rule.Shadow && rule.RatePerMinute > 0) {
+		// The headers say what enforcing would: those of the first decision.
+		setRateLimitHeaders(w.Header(), d.States, l.Now())
+		d, shadow, err = l.shadowed(ctx, req, d, planName, plan, rule, p)
+	}
 	if err != nil {
 		l.traced(ctx, "unavailable", "")
 		return nil, apierror.New(connect.CodeUnavailable, reasonUnavailable, "limits cannot be checked now (Redis unavailable); retry later")
@@ -100,17 +114,23 @@ func (l *Limits) admit(ctx context.Context, w http.ResponseWriter, c classify.Ca
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
 		span.SetAttributes(attrPlan.String(planName))
 	}
-	a := &admission{plan: planName, decision: d, metrics: l.metrics}
-	setRateLimitHeaders(w.Header(), d.States, l.Now())
+	a := &admission{plan: planName, limits: plan, decision: d, metrics: l.metrics}
+	if !shadow {
+		setRateLimitHeaders(w.Header(), d.States, l.Now())
+	}
 	if !d.Allowed {
 		l.decided(ctx, planName, d.Refused, false)
 		return nil, rateRefusal(d, planName)
 	}
-	l.decided(ctx, planName, "rate", true)
+	if !shadow {
+		l.decided(ctx, planName, "rate", true)
+	}
 
 	if rule.ConcurrentStreams > 0 && c.Streaming {
 		lease, err := l.Streams.Acquire(ctx, p.Subject, rule.ConcurrentStreams)
 		switch {
+		case errors.Is(err, quota.ErrStreamLimit) && rule.Shadow:
+			l.shadowRefused(ctx, planName, "streams", p)
 		case errors.Is(err, quota.ErrStreamLimit):
 			l.decided(ctx, planName, "streams", false)
 			return nil, apierror.New(connect.CodeResourceExhausted, quota.ReasonStreamLimit,
@@ -128,8 +148,8 @@ func (l *Limits) admit(ctx context.Context, w http.ResponseWriter, c classify.Ca
 
 	switch rule.Quota {
 	case config.QuotaReserveEnvironment:
-		q := quota.Quota(l.Config.QuotasFor(p.Subject, planName))
-		res, err := l.Envs.Reserve(ctx, p.Subject, q, quota.Size(l.Config.EnvironmentSize))
+		q := quota.Quota(pol.Limits.QuotasFor(p.Subject, planName))
+		res, err := l.Envs.Reserve(ctx, p.Subject, q, quota.Size(pol.Limits.EnvironmentSize))
 		var qe *quota.QuotaError
 		switch {
 		case errors.As(err, &qe):

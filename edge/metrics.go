@@ -119,7 +119,7 @@ func NewMetrics(reg prometheus.Registerer, auth *authn.Authenticator, limits *Li
 	}
 	m.decisions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "edge_limit_decisions_total",
-		Help: "Limit decisions by plan, the limit that decided (plan, daily, op:<Method>, streams, quota kinds) and outcome (allowed, refused).",
+		Help: "Limit decisions by plan, the limit that decided (plan, daily, op:<Method>, streams, quota kinds) and outcome (allowed, refused, shadow_refused: a shadow limit would have refused, the call was admitted).",
 	}, []string{"plan", "limit", "outcome"})
 	stats := func(f func(s ratelimit.Stats) float64) func() float64 {
 		return func() float64 { return f(limits.Rates.Stats()) }
@@ -306,6 +306,13 @@ func (m *Metrics) decided(plan, limit string, allowed bool) {
 		return
 	}
 	m.decision.get(decisionKey{plan, limit, allowed}).Inc()
+}
+
+// shadowRefused counts one call a shadow limit would have refused.
+func (m *Metrics) shadowRefused(plan, limit string) {
+	if m != nil {
+		m.decisions.WithLabelValues(plan, limit, outcomeShadowRefused).Inc()
+	}
 }
 
 // idempotency counts one keyed call's outcome ("" when the call had no key).

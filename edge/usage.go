@@ -58,7 +58,7 @@ func (u usageService) GetUsage(ctx context.Context, _ *connect.Request[svcv1.Get
 		}
 		return nil, apierror.New(connect.CodeUnavailable, reasonUnavailable, "usage cannot be read now (Redis unavailable); retry later")
 	}
-	plan := u.l.Config.Plans[c.admitted.plan]
+	plan := c.admitted.limits
 	return connect.NewResponse(&svcv1.GetUsageResponse{
 		ApiUsage: &svcv1.ApiUsage{
 			RequestsToday:     clamp32(today),

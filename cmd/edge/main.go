@@ -47,6 +47,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		health     = fs.String("healthcheck", "", "probe this URL (e.g. http://127.0.0.1:9090/readyz) and exit 0 if it answers 200: a container health check")
 		dev        = fs.Bool("dev", false, "development mode: run the backend, an issuer and an embedded Redis too, on loopback")
 		dataDir    = fs.String("data", "", "with -dev: directory for the backend's SQLite file (default: a new temporary directory)")
+		reloadPoll = fs.Duration("reload-interval", 5*time.Second, "check the -config file this often and reload its policy when its content changes (0: only on SIGHUP)")
 	)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -104,6 +105,15 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	log.Info("edge listening", "api", app.APIAddr(), "admin", app.AdminAddr(), "upstream", cfg.Upstream.URL, "issuer", cfg.OIDC.IssuerURL, "tls", cfg.Listen.TLS.CertFile != "")
 	if env != nil {
 		env.print(stdout, app.APIAddr(), app.AdminAddr())
+	} else {
+		// SIGHUP and a change of the file reload the policy (plans,
+		// quotas, the operation table); see docs/operations.md.
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+		watchCtx, stopWatch := context.WithCancel(ctx)
+		defer stopWatch()
+		go app.WatchConfig(watchCtx, *configFile, *reloadPoll, hup)
 	}
 
 	select {

@@ -1,0 +1,202 @@
+package edge
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"os"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/orgedge/edge/config"
+	"github.com/orgedge/edge/edge/policy"
+)
+
+// Policy is the part of the configuration that an operator may change while
+// the edge runs: plans, per-subject plans and quotas, the environment size,
+// and the operation table. A Policy is never changed once built; a reload
+// builds a new one and swaps it in whole, and each call reads one Policy
+// from its first step to its last, so that no call sees half of two.
+type Policy struct {
+	Limits config.Limits
+	Table  *policy.Table
+}
+
+// newPolicy takes the live part of a validated configuration.
+func newPolicy(cfg *config.Config) *Policy {
+	return &Policy{Limits: cfg.Limits, Table: policy.New(cfg.Operations)}
+}
+
+// Policy is the policy calls use now.
+func (l *Limits) Policy() *Policy {
+	if p := l.policy.Load(); p != nil {
+		return p
+	}
+	// A Limits built by hand, outside New: its Config is the policy.
+	p := &Policy{Limits: l.Config, Table: policy.New(config.DefaultOperations())}
+	l.policy.CompareAndSwap(nil, p)
+	return l.policy.Load()
+}
+
+// setPolicy makes p the policy of every call that starts from now on.
+func (l *Limits) setPolicy(p *Policy) { l.policy.Store(p) }
+
+// reloadMetrics say whether the configuration file last loaded.
+type reloadMetrics struct {
+	reloads     *prometheus.CounterVec
+	lastSuccess prometheus.Gauge
+	lastOK      prometheus.Gauge
+}
+
+// Results of edge_config_reloads_total.
+const (
+	reloadSuccess = "success"
+	reloadFailure = "failure"
+)
+
+func newReloadMetrics(reg prometheus.Registerer) *reloadMetrics {
+	m := &reloadMetrics{
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edge_config_reloads_total",
+			Help: "Reloads of the configuration file (SIGHUP or a change of the file) by result: success (the new policy applies), failure (invalid or unreadable: the running policy stays).",
+		}, []string{"result"}),
+		lastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "edge_config_last_reload_success_timestamp_seconds",
+			Help: "When the policy in force was loaded (start or last successful reload), Unix seconds.",
+		}),
+		lastOK: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "edge_config_last_reload_successful",
+			Help: "1 if the last load of the configuration file succeeded, 0 if it failed and the edge runs an older policy.",
+		}),
+	}
+	m.reloads.WithLabelValues(reloadSuccess)
+	m.reloads.WithLabelValues(reloadFailure)
+	m.lastSuccess.SetToCurrentTime()
+	m.lastOK.Set(1)
+	reg.MustRegister(m.reloads, m.lastSuccess, m.lastOK)
+	return m
+}
+
+// Reload loads the configuration file at path (with the EDGE_* overrides,
+// as at start), validates it, and applies its policy to every call that
+// starts afterwards: calls in flight finish under the policy they started
+// with, and no connection is touched. An invalid or unreadable file changes
+// nothing: the error is logged, counted, and returned.
+//
+// Only the Policy part applies. Other settings that differ from the ones
+// the edge started with (addresses, Redis, the issuer, timeouts) need a
+// restart: Reload logs a warning naming them and keeps the running values.
+func (a *App) Reload(path string) error {
+	a.reloadMu.Lock()
+	defer a.reloadMu.Unlock()
+	cfg, err := config.Load(path)
+	if err != nil {
+		a.reloads.reloads.WithLabelValues(reloadFailure).Inc()
+		a.reloads.lastOK.Set(0)
+		a.log.Error("config reload failed: keeping the running policy", "file", path, "err", err)
+		return err
+	}
+	a.apply(cfg)
+	return nil
+}
+
+// apply swaps in cfg's policy; cfg is valid.
+func (a *App) apply(cfg *config.Config) {
+	if restart := needRestart(a.cfg, cfg); len(restart) > 0 {
+		a.log.Warn("config reload: these settings changed but apply only after a restart; the running values stay", "settings", restart)
+	}
+	a.limits.setPolicy(newPolicy(cfg))
+	a.reloads.reloads.WithLabelValues(reloadSuccess).Inc()
+	a.reloads.lastSuccess.SetToCurrentTime()
+	a.reloads.lastOK.Set(1)
+	a.log.Info("config reloaded: new policy applies to new calls",
+		"default_plan", cfg.Limits.DefaultPlan, "plans", len(cfg.Limits.Plans),
+		"subject_plans", len(cfg.Limits.SubjectPlans), "subject_quotas", len(cfg.Limits.SubjectQuotas))
+}
+
+// needRestart names the settings of next that differ from running and that
+// a reload does not apply.
+func needRestart(running, next *config.Config) []string {
+	var out []string
+	diff := func(name string, a, b any) {
+		if !reflect.DeepEqual(a, b) {
+			out = append(out, name)
+		}
+	}
+	diff("listen", running.Listen, next.Listen)
+	diff("admin", running.Admin, next.Admin)
+	diff("upstream", running.Upstream, next.Upstream)
+	diff("oidc", running.OIDC, next.OIDC)
+	diff("requests", running.Requests, next.Requests)
+	diff("redis", running.Redis, next.Redis)
+	diff("idempotency", running.Idempotency, next.Idempotency)
+	diff("log", running.Log, next.Log)
+	diff("limits.stream_lease", running.Limits.StreamLease, next.Limits.StreamLease)
+	diff("limits.on_redis_failure", running.Limits.OnRedisFailure, next.Limits.OnRedisFailure)
+	diff("limits.local_share", running.Limits.LocalShare, next.Limits.LocalShare)
+	return out
+}
+
+// WatchConfig reloads the configuration file at path when a signal arrives
+// on reload (SIGHUP in the edge command) and when the file's content
+// changes, checked every interval (0: only on signals). It compares a hash
+// of the content rather than the modification time, so that Kubernetes'
+// ConfigMap updates (a symlink swapped) and edits within one second are
+// seen, and a touch without a change is not. It returns when ctx ends.
+func (a *App) WatchConfig(ctx context.Context, path string, interval time.Duration, reload <-chan os.Signal) {
+	last, _ := fileHash(path)
+	var tick <-chan time.Time
+	if interval > 0 {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-reload:
+			a.log.Info("config reload requested by signal", "file", path)
+			if h, err := fileHash(path); err == nil {
+				last = h
+			}
+			_ = a.Reload(path)
+		case <-tick:
+			h, err := fileHash(path)
+			if err != nil || bytes.Equal(h, last) {
+				// An unreadable file is reported by the reload that a
+				// signal or the next change asks for, not every tick.
+				continue
+			}
+			last = h
+			a.log.Info("config file changed: reloading", "file", path)
+			_ = a.Reload(path)
+		}
+	}
+}
+
+// fileHash is the SHA-256 of the file's first bytes, as many as Load reads.
+func fileHash(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, io.LimitReader(f, 2<<20)); err != nil {
+		return nil, fmt.Errorf("hash %s: %w", path, err)
+	}
+	return h.Sum(nil), nil
+}
+
+// reloadState is the App's part in reloads.
+type reloadState struct {
+	reloadMu sync.Mutex
+	reloads  *reloadMetrics
+	limits   *Limits
+}
