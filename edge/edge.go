@@ -134,7 +134,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx, span := s.tracing.startServer(r, call)
 	defer span.End()
 	r = r.WithContext(ctx)
-	principal := s.serve(rec, r, call, problem)
+	principal := s.serve(rec, r, call, problem, start)
 	d := time.Since(start)
 	code := rec.resultCode(call)
 	s.metrics.observe(call, code, d)
@@ -142,7 +142,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.logCall(r, call, principal, rec, code, d)
 }
 
-func (s *Server) serve(w *recorder, r *http.Request, call classify.Call, problem classify.Problem) *identity.Principal {
+func (s *Server) serve(w *recorder, r *http.Request, call classify.Call, problem classify.Problem, start time.Time) *identity.Principal {
 	switch problem {
 	case classify.UnsupportedMediaType:
 		apierror.WriteUnsupportedMediaType(w)
@@ -196,10 +196,19 @@ func (s *Server) serve(w *recorder, r *http.Request, call classify.Call, problem
 	if call.Streaming {
 		max = s.cfg.Requests.MaxStreamTimeout
 	}
-	d := proxy.Deadline(r, call, max)
-	// A little grace, so that the backend, which got the same deadline, ends
-	// the call itself in the caller's protocol.
-	ctx, cancel := context.WithTimeout(context.WithValue(r.Context(), callKey{}, &inflight{call, w, admitted}), d+time.Second)
+	// The call's deadline runs from its arrival: the time spent in the edge
+	// (authentication, limits, idempotency) is deducted from what the
+	// backend gets (see proxy.WithDeadline).
+	deadline := start.Add(proxy.Deadline(r, call, max))
+	ctx = proxy.WithDeadline(context.WithValue(r.Context(), callKey{}, &inflight{call, w, admitted}), deadline)
+	// A unary call ends at its deadline: the edge answers deadline_exceeded
+	// itself if the backend has not answered. A stream's backend gets a
+	// little grace to end it in the caller's protocol (its headers are
+	// usually out already, so the edge could only cut it).
+	if call.Streaming {
+		deadline = deadline.Add(streamDeadlineGrace)
+	}
+	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	r = r.WithContext(ctx)
 	if s.idem != nil && !call.Streaming {
@@ -318,6 +327,10 @@ func (b *boundedBody) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
+
+// streamDeadlineGrace is how long past its deadline the edge lets the
+// backend end a stream before cutting it.
+const streamDeadlineGrace = time.Second
 
 // maxErrorBody bounds the backend error bodies the edge rewrites.
 const maxErrorBody = 64 << 10

@@ -5,6 +5,7 @@
 package proxy
 
 import (
+	"context"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -56,6 +57,7 @@ func New(o Options) *httputil.ReverseProxy {
 			for _, h := range internalHeaders {
 				pr.Out.Header.Del(h)
 			}
+			forwardTimeout(pr.In.Context(), pr.Out.Header)
 		},
 		Transport:      transport,
 		FlushInterval:  -1, // every message reaches the client at once
@@ -86,6 +88,31 @@ func Deadline(r *http.Request, c classify.Call, max time.Duration) time.Duration
 		r.Header.Set("Connect-Timeout-Ms", strconv.FormatInt(max64(d.Milliseconds(), 1), 10))
 	}
 	return d
+}
+
+type deadlineKey struct{}
+
+// WithDeadline records when the call must end. The proxy then forwards, in
+// the timeout header that Deadline set, what is left of it when the call
+// leaves for the backend, so that the time spent in the edge counts.
+func WithDeadline(ctx context.Context, deadline time.Time) context.Context {
+	return context.WithValue(ctx, deadlineKey{}, deadline)
+}
+
+// forwardTimeout rewrites the timeout header Deadline set to what is left
+// of the call's deadline.
+func forwardTimeout(ctx context.Context, h http.Header) {
+	deadline, ok := ctx.Value(deadlineKey{}).(time.Time)
+	if !ok {
+		return
+	}
+	ms := max64(time.Until(deadline).Milliseconds(), 1)
+	if h.Get("Grpc-Timeout") != "" {
+		h.Set("Grpc-Timeout", strconv.FormatInt(ms, 10)+"m")
+	}
+	if h.Get("Connect-Timeout-Ms") != "" {
+		h.Set("Connect-Timeout-Ms", strconv.FormatInt(ms, 10))
+	}
 }
 
 func max64(a, b int64) int64 {

@@ -58,12 +58,24 @@ func NewClients(baseURL string, p Protocol, token string) Clients {
 		return Clients{Org: c, Env: c, Blueprint: c, Usage: c}
 	}
 	hc := HTTP1Client
+	if p == GRPC {
+		hc = H2CClient
+	}
+	return NewClientsWith(hc, baseURL, p, token)
+}
+
+// NewClientsWith is NewClients over an HTTP client of the caller's (one
+// that speaks HTTP/2 for gRPC), for a connect-go protocol (not HTTPJSON).
+func NewClientsWith(hc *http.Client, baseURL string, p Protocol, token string) Clients {
+	header := http.Header{}
+	if token != "" {
+		header.Set("Authorization", "Bearer "+token)
+	}
 	opts := []connect.ClientOption{connect.WithInterceptors(headerInterceptor(header))}
 	switch p {
 	case ConnectJSON:
 		opts = append(opts, connect.WithProtoJSON())
 	case GRPC:
-		hc = H2CClient
 		opts = append(opts, connect.WithGRPC())
 	case GRPCWeb:
 		opts = append(opts, connect.WithGRPCWeb())

@@ -1,0 +1,221 @@
+package testkit
+
+import (
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+)
+
+// FaultProxy is a TCP proxy in front of a server (a redis-server) that a
+// test turns bad: it adds latency to every request, stalls (accepts and
+// reads, never answers), or refuses connections, and back. Point the
+// client under test at Addr.
+type FaultProxy struct {
+	Addr   string
+	target string
+	t      testing.TB
+
+	mu      sync.Mutex
+	changed chan struct{} // closed and replaced on every change
+	delay   time.Duration
+	stalled bool
+	ln      net.Listener // nil while refusing
+	conns   map[net.Conn]struct{}
+	closed  bool
+}
+
+// StartFaultProxy listens on a free loopback port and forwards to target
+// until the test ends.
+func StartFaultProxy(t testing.TB, target string) *FaultProxy {
+	t.Helper()
+	p := &FaultProxy{target: target, t: t, changed: make(chan struct{}), conns: map[net.Conn]struct{}{}}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Addr = ln.Addr().String()
+	p.serve(ln)
+	t.Cleanup(p.close)
+	return p
+}
+
+// Delay holds every request for d before passing it on (0: none).
+func (p *FaultProxy) Delay(d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.delay = d
+	p.notify()
+}
+
+// Stall makes the server look hung: connections are accepted and requests
+// read, but nothing is answered until Heal.
+func (p *FaultProxy) Stall() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stalled = true
+	p.notify()
+}
+
+// Refuse closes the listener and every connection: new connections are
+// refused, as when the server is down, until Heal.
+func (p *FaultProxy) Refuse() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ln != nil {
+		_ = p.ln.Close()
+		p.ln = nil
+	}
+	for c := range p.conns {
+		_ = c.Close()
+	}
+	p.notify()
+}
+
+// Heal ends every fault: no delay, answers flow, connections accepted.
+func (p *FaultProxy) Heal() {
+	p.t.Helper()
+	p.mu.Lock()
+	p.delay, p.stalled = 0, false
+	p.notify()
+	listening := p.ln != nil
+	p.mu.Unlock()
+	if listening {
+		return
+	}
+	var ln net.Listener
+	var err error
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		// The port was ours a moment ago; retry briefly if the kernel
+		// still holds it.
+		if ln, err = net.Listen("tcp", p.Addr); err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		p.t.Fatalf("fault proxy: listen again on %s: %v", p.Addr, err)
+	}
+	p.serve(ln)
+}
+
+func (p *FaultProxy) notify() {
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+func (p *FaultProxy) serve(ln net.Listener) {
+	p.mu.Lock()
+	p.ln = ln
+	p.mu.Unlock()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go p.handle(c)
+		}
+	}()
+}
+
+func (p *FaultProxy) track(c net.Conn, add bool) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if add {
+		if p.closed || p.ln == nil {
+			return false
+		}
+		p.conns[c] = struct{}{}
+	} else {
+		delete(p.conns, c)
+	}
+	return true
+}
+
+func (p *FaultProxy) handle(client net.Conn) {
+	defer client.Close()
+	if !p.track(client, true) {
+		return
+	}
+	defer p.track(client, false)
+	server, err := net.DialTimeout("tcp", p.target, 5*time.Second)
+	if err != nil {
+		return
+	}
+	defer server.Close()
+	if !p.track(server, true) {
+		return
+	}
+	defer p.track(server, false)
+	done := make(chan struct{}, 2)
+	go func() { p.pipe(server, client, true); done <- struct{}{} }()
+	go func() { p.pipe(client, server, false); done <- struct{}{} }()
+	<-done
+}
+
+// pipe copies src to dst, applying the faults: requests (client to server)
+// wait out the delay; answers (server to client) wait while stalled.
+func (p *FaultProxy) pipe(dst, src net.Conn, requests bool) {
+	defer func() { _ = dst.Close(); _ = src.Close() }()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if !p.wait(requests) {
+				return
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				return
+			}
+			return
+		}
+	}
+}
+
+// wait applies the current faults to one chunk; false: drop the connection.
+func (p *FaultProxy) wait(request bool) bool {
+	for {
+		p.mu.Lock()
+		delay, stalled, changed, closed := p.delay, p.stalled, p.changed, p.closed
+		p.mu.Unlock()
+		if closed {
+			return false
+		}
+		switch {
+		case request && delay > 0:
+			select {
+			case <-time.After(delay):
+				return true
+			case <-changed:
+				continue // a new setting applies at once
+			}
+		case !request && stalled:
+			<-changed
+		default:
+			return true
+		}
+	}
+}
+
+func (p *FaultProxy) close() {
+	p.mu.Lock()
+	p.closed = true
+	ln := p.ln
+	p.ln = nil
+	for c := range p.conns {
+		_ = c.Close()
+	}
+	p.notify()
+	p.mu.Unlock()
+	if ln != nil {
+		_ = ln.Close()
+	}
+}
