@@ -157,7 +157,7 @@ func checkGoDockerfile(t *testing.T, name, df string) {
 	t.Helper()
 	for _, want := range []string{
 		"FROM golang:${GO_VERSION} AS build", "ARG GO_VERSION=1.26",
-		"CGO_ENABLED=0", "-trimpath", "-ldflags='-s -w'",
+		"CGO_ENABLED=0", "-trimpath", `-ldflags="-s -w -X main.buildVersion=${VERSION}"`, "ARG VERSION=",
 		"FROM gcr.io/distroless/static-debian12:nonroot", "USER 65532:65532",
 		"EXPOSE ", "ENTRYPOINT [", "HEALTHCHECK ", `"-healthcheck"`,
 	} {

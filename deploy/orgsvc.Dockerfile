@@ -7,6 +7,8 @@
 #
 # Configure it with ORGSVC_* variables: ORGSVC_DATABASE (a postgres:// DSN),
 # ORGSVC_ISSUER_URL, ORGSVC_AUDIENCE, ORGSVC_ROLE_CLAIMS. See README.md.
+# Stamp the build for orgsvc -version and its build_info metric with
+# --build-arg VERSION=v1.2.3.
 
 ARG GO_VERSION=1.26
 
@@ -17,8 +19,9 @@ RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY . .
 # CGO_ENABLED=0 works for SQLite too (modernc.org/sqlite is pure Go), but a
 # container should use PostgreSQL: its file system is not the place for data.
+ARG VERSION=dev
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
-    CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o /out/orgsvc ./cmd/orgsvc
+    CGO_ENABLED=0 go build -trimpath -ldflags="-s -w -X main.buildVersion=${VERSION}" -o /out/orgsvc ./cmd/orgsvc
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/orgsvc /orgsvc

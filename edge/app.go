@@ -107,9 +107,15 @@ func NewApp(cfg *config.Config, log *slog.Logger, version string, opts ...AppOpt
 		_ = a.redis.Close()
 		return nil, err
 	}
-	checks := []Check{
-		{Name: "issuer", Func: verifier.Ready},
-		{Name: "redis", Func: func(ctx context.Context) error { return a.redis.Ping(ctx).Err() }},
+	checks := []Check{{Name: "issuer", Func: verifier.Ready}}
+	if cfg.Limits.OnRedisFailure == config.FailClosed {
+		// Under fail_closed a replica that cannot reach Redis refuses every
+		// call: let the load balancer prefer one that can. Under fail_open it
+		// serves on its local share, and all replicas share one Redis:
+		// following it would empty the Service in an outage (or a long
+		// fork) that the edge was configured to ride out. Redis' health is
+		// then in the metrics and alerts (docs/operations.md).
+		checks = append(checks, Check{Name: "redis", Func: func(ctx context.Context) error { return a.redis.Ping(ctx).Err() }})
 	}
 
 	var protocols http.Protocols

@@ -2,6 +2,8 @@
 //
 //	edge -config /etc/edge/edge.yaml     # production: a YAML file, secrets from EDGE_* variables
 //	edge -check-config /etc/edge/edge.yaml
+//	edge -check-config -print /etc/edge/edge.yaml   # the effective configuration, secrets redacted
+//	edge -version
 //	edge -dev                            # the whole stack in one process, on loopback
 //
 // Traces go over OTLP when the standard OTEL_* variables configure an
@@ -44,6 +46,8 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	var (
 		configFile = fs.String("config", os.Getenv("EDGE_CONFIG"), "YAML configuration file ($EDGE_CONFIG)")
 		check      = fs.String("check-config", "", "validate this configuration file (with EDGE_* overrides) and exit")
+		printCfg   = fs.Bool("print", false, "with -check-config: print the effective configuration (defaults, file, EDGE_* overrides; secrets redacted)")
+		showVer    = fs.Bool("version", false, "print the version and exit")
 		health     = fs.String("healthcheck", "", "probe this URL (e.g. http://127.0.0.1:9090/readyz) and exit 0 if it answers 200: a container health check")
 		dev        = fs.Bool("dev", false, "development mode: run the backend, an issuer and an embedded Redis too, on loopback")
 		dataDir    = fs.String("data", "", "with -dev: directory for the backend's SQLite file (default: a new temporary directory)")
@@ -52,12 +56,26 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if *showVer {
+		fmt.Fprintf(stdout, "edge %s\n", version())
+		return nil
+	}
 	if *health != "" {
 		return healthcheck.Check(*health)
 	}
+	if *check == "-print" && fs.NArg() == 1 {
+		// "-check-config -print FILE": -print was taken for the file.
+		*check, *printCfg = fs.Arg(0), true
+	}
 	if *check != "" {
-		if _, err := config.Load(*check); err != nil {
+		cfg, err := config.Load(*check)
+		if err != nil {
 			return err
+		}
+		if *printCfg {
+			// String redacts the secrets (redis.password, redis.sentinel.password).
+			fmt.Fprintf(stdout, "# %s: ok; the effective configuration, secrets redacted:\n%s", *check, cfg)
+			return nil
 		}
 		fmt.Fprintf(stdout, "%s: ok\n", *check)
 		return nil
@@ -137,7 +155,17 @@ func newLogger(c config.Log) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(os.Stderr, opts))
 }
 
+// buildVersion is set at build time, as the Dockerfile does:
+//
+//	go build -ldflags "-X main.buildVersion=v1.2.3" ./cmd/edge
+var buildVersion string
+
+// version names this build: buildVersion if set, else the module version Go
+// recorded (a tagged `go install`), else "devel".
 func version() string {
+	if buildVersion != "" {
+		return buildVersion
+	}
 	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
 		return bi.Main.Version
 	}

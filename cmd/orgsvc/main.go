@@ -75,9 +75,14 @@ func run(args []string) error {
 		health    = fs.String("healthcheck", "", "probe this URL (e.g. http://127.0.0.1:9092/readyz) and exit 0 if it answers 200: a container health check")
 		dev       = fs.Bool("dev", false, "development mode: start a development issuer on 127.0.0.1:8081 and use SQLite in -data")
 		dataDir   = fs.String("data", "", "with -dev: directory for the SQLite file (default: a new temporary directory)")
+		showVer   = fs.Bool("version", false, "print the version and exit")
 	)
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *showVer {
+		fmt.Printf("orgsvc %s\n", version())
+		return nil
 	}
 	if *health != "" {
 		return healthcheck.Check(*health)
@@ -196,7 +201,17 @@ Ctrl-C stops everything.
 `, addr, issuer, database, admin)
 }
 
+// buildVersion is set at build time, as the Dockerfile does:
+//
+//	go build -ldflags "-X main.buildVersion=v1.2.3" ./cmd/orgsvc
+var buildVersion string
+
+// version names this build: buildVersion if set, else the module version Go
+// recorded (a tagged `go install`), else "devel".
 func version() string {
+	if buildVersion != "" {
+		return buildVersion
+	}
 	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
 		return bi.Main.Version
 	}

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/orgedge/edge/config"
+)
+
+func TestCheckConfigPrintShowsTheEffectiveConfigurationWithSecretsRedacted(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "edge.yaml")
+	if err := os.WriteFile(file, []byte("upstream:\n  url: http://orgsvc:8082\noidc:\n  issuer_url: https://id.example.com/realms/x\nredis:\n  timeout: 80ms\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("EDGE_LISTEN_ADDR", ":18080")
+	t.Setenv("EDGE_REDIS_ADDR", "redis.internal:6379")
+	t.Setenv("EDGE_REDIS_PASSWORD", "hunter2-redis")
+	t.Setenv("EDGE_REDIS_SENTINEL_PASSWORD", "hunter2-sentinel")
+	for _, args := range [][]string{
+		{"-check-config", "-print", file}, // as the documentation writes it
+		{"-print", "-check-config", file},
+		{"-check-config", file, "-print"},
+	} {
+		var out bytes.Buffer
+		if err := run(context.Background(), args, &out); err != nil {
+			t.Fatalf("%q: %v", args, err)
+		}
+		printed := out.String()
+		if strings.Contains(printed, "hunter2") {
+			t.Fatalf("%q printed a secret:\n%s", args, printed)
+		}
+		// The output is the configuration, and loads back: the file's value,
+		// the variable's, the defaults.
+		got, err := config.Parse(out.Bytes())
+		if err != nil {
+			t.Fatalf("%q: the output does not load back: %v\n%s", args, err, printed)
+		}
+		if got.Redis.Timeout.String() != "80ms" || got.Listen.Addr != ":18080" || got.Redis.Addr != "redis.internal:6379" ||
+			got.Redis.Password != "REDACTED" || got.Redis.Sentinel.Password != "REDACTED" ||
+			got.Limits.Plans["free"].RequestsPerMinute != 60 || len(got.Operations) != len(config.DefaultOperations()) {
+			t.Fatalf("%q printed:\n%s", args, printed)
+		}
+	}
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"-check-config", file}, &out); err != nil || out.String() != file+": ok\n" {
+		t.Fatalf("without -print: %q, %v", out.String(), err)
+	}
+}
+
+func TestVersionFlag(t *testing.T) {
+	old := buildVersion
+	buildVersion = "v1.2.3"
+	defer func() { buildVersion = old }()
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"-version"}, &out); err != nil || out.String() != "edge v1.2.3\n" {
+		t.Fatalf("-version: %q, %v", out.String(), err)
+	}
+}

@@ -1,0 +1,144 @@
+package deploy_test
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/orgedge/edge/config"
+)
+
+// dockerfileLdflags returns the -ldflags of the Dockerfile's go build, with
+// the VERSION build argument set to version.
+func dockerfileLdflags(t *testing.T, dockerfile, version string) string {
+	t.Helper()
+	data, err := os.ReadFile(dockerfile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`-ldflags="([^"]*)"`).FindStringSubmatch(string(data))
+	if m == nil {
+		t.Fatalf("%s: no -ldflags=\"…\" in its go build", dockerfile)
+	}
+	return strings.ReplaceAll(m[1], "${VERSION}", version)
+}
+
+// buildWithLdflags builds a command of this module as the Dockerfile does.
+func buildWithLdflags(t *testing.T, cmd, ldflags string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), filepath.Base(cmd))
+	build := exec.Command(goTool(), "build", "-trimpath", "-ldflags", ldflags, "-o", bin, "github.com/orgedge/edge/"+cmd)
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", cmd, err, out)
+	}
+	return bin
+}
+
+// TestImagesStampTheVersionTheyAreBuiltWith builds both binaries with their
+// Dockerfile's -ldflags and a VERSION, and checks that -version says it and
+// that the running edge's edge_build_info carries it.
+func TestImagesStampTheVersionTheyAreBuiltWith(t *testing.T) {
+	const version = "v9.8.7-rc.1"
+	bins := map[string]string{}
+	for cmd, dockerfile := range map[string]string{"cmd/edge": "edge.Dockerfile", "cmd/orgsvc": "orgsvc.Dockerfile"} {
+		bin := buildWithLdflags(t, cmd, dockerfileLdflags(t, dockerfile, version))
+		bins[cmd] = bin
+		out, err := exec.Command(bin, "-version").CombinedOutput()
+		if want := filepath.Base(cmd) + " " + version + "\n"; err != nil || string(out) != want {
+			t.Errorf("%s -version: %q, %v; want %q", cmd, out, err, want)
+		}
+	}
+
+	apiAddr, adminAddr := freeAddr(t), freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	edge := exec.CommandContext(ctx, bins["cmd/edge"], "-config", "edge.image.yaml")
+	edge.Env = []string{
+		"EDGE_LISTEN_ADDR=" + apiAddr, "EDGE_ADMIN_ADDR=" + adminAddr,
+		"EDGE_UPSTREAM_URL=http://127.0.0.1:1", "EDGE_OIDC_ISSUER_URL=http://127.0.0.1:1/realms/x",
+		"OTEL_SDK_DISABLED=true",
+	}
+	var logs lockedBuffer
+	edge.Stdout, edge.Stderr = &logs, &logs
+	if err := edge.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cancel(); _ = edge.Wait() }()
+	deadline := time.Now().Add(20 * time.Second)
+	for httpStatus("http://"+adminAddr+"/healthz") != http.StatusOK {
+		if time.Now().After(deadline) {
+			t.Fatalf("the edge did not start:\n%s", logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	res, err := http.Get("http://" + adminAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	found := false
+	sc := bufio.NewScanner(io.LimitReader(res.Body, 4<<20))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		found = found || sc.Text() == `edge_build_info{version="`+version+`"} 1`
+	}
+	if !found {
+		t.Fatalf("no edge_build_info{version=%q} 1 in /metrics", version)
+	}
+}
+
+// TestEdgeImageListensEverywhereFromItsFileAndSetsNoAddressVariables: the
+// image's own file makes the edge reachable in a container, and the image
+// sets no EDGE_LISTEN_ADDR or EDGE_ADMIN_ADDR, which would override the
+// addresses of a file mounted in its place.
+func TestEdgeImageListensEverywhereFromItsFileAndSetsNoAddressVariables(t *testing.T) {
+	data, err := os.ReadFile("edge.Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	df := string(data)
+	for _, v := range []string{"EDGE_LISTEN_ADDR", "EDGE_ADMIN_ADDR"} {
+		for _, line := range strings.Split(df, "\n") {
+			if !strings.HasPrefix(strings.TrimSpace(line), "#") && strings.Contains(line, v) {
+				t.Errorf("edge.Dockerfile sets %s: %q", v, line)
+			}
+		}
+	}
+	if !strings.Contains(df, "COPY deploy/edge.image.yaml /etc/edge/edge.yaml") {
+		t.Error("edge.Dockerfile does not copy deploy/edge.image.yaml to /etc/edge/edge.yaml")
+	}
+	ignore, err := os.ReadFile("edge.Dockerfile.dockerignore")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(ignore), "!deploy/edge.image.yaml") {
+		t.Error("edge.Dockerfile.dockerignore leaves deploy/edge.image.yaml out of the build context")
+	}
+	if !strings.Contains(df, `"-healthcheck", "http://127.0.0.1:9090/healthz"`) {
+		t.Error("the image's HEALTHCHECK must probe /healthz: /readyz would make an orchestrator restart every replica during a Redis outage under fail_closed")
+	}
+	file, err := os.ReadFile("edge.image.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Parse(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Listen.Addr != ":8080" || cfg.Admin.Addr != ":9090" {
+		t.Errorf("edge.image.yaml listens on %q, admin %q; want :8080 and :9090", cfg.Listen.Addr, cfg.Admin.Addr)
+	}
+	cfg.Upstream.URL, cfg.OIDC.IssuerURL = "http://orgsvc:8082", "https://id.example.com/realms/x"
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("edge.image.yaml with the two URLs: %v", err)
+	}
+}
