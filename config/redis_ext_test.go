@@ -49,7 +49,9 @@ func TestRedisAddressesAndTLSAreValidated(t *testing.T) {
 		{"missing CA file", func(r *config.Redis) { r.TLS.CAFile = dir + "/none.pem" }, "redis.tls: ca_file: open "},
 		{"CA file without a certificate", func(r *config.Redis) { r.TLS.CAFile = key }, "redis.tls: ca_file: " + key + " holds no PEM certificate"},
 		{"client cert without key", func(r *config.Redis) { r.TLS.CertFile = cert }, "redis.tls: cert_file and key_file: set both or neither"},
-		{"CA and client certificate", func(r *config.Redis) { r.TLS = config.RedisTLS{CAFile: cert, CertFile: cert, KeyFile: key, ServerName: "redis"} }, ""},
+		{"CA and client certificate", func(r *config.Redis) {
+			r.TLS = config.RedisTLS{CAFile: cert, CertFile: cert, KeyFile: key, ServerName: "redis"}
+		}, ""},
 		{"sentinel over TLS", func(r *config.Redis) {
 			r.Sentinel = config.RedisSentinel{MasterName: "m", Addrs: []string{"rediss://s:26379"}, Password: "x"}
 		}, ""},
