@@ -118,8 +118,20 @@ type Redis struct {
 	// KeyPrefix starts every key the edge writes, so that several
 	// installations can share one Redis. No braces. Default "edge:".
 	KeyPrefix string `yaml:"key_prefix"`
-	// Timeout bounds every Redis call. Default 50ms.
+	// Timeout bounds every Redis command once it has a connection: its
+	// write and its read each (socket deadlines). Default 50ms.
 	Timeout time.Duration `yaml:"timeout"`
+	// PoolTimeout bounds waiting for a connection, dialling one included,
+	// apart from Timeout: a fresh edge, or a burst past the idle
+	// connections, dials while its calls wait, and a connection being set
+	// up is no slow Redis. Default 1s; at most 30s.
+	PoolTimeout time.Duration `yaml:"pool_timeout"`
+	// PoolSize bounds the connections to each Redis node. Default 256.
+	PoolSize int `yaml:"pool_size"`
+	// MinIdleConns are opened at start and kept open, per node, so that
+	// the first burst does not wait for dials. Default 32; at most
+	// PoolSize.
+	MinIdleConns int `yaml:"min_idle_conns"`
 }
 
 // RedisSentinel names a master that Redis Sentinel watches over.

@@ -39,6 +39,11 @@ func Default() *Config {
 			Addr:      "127.0.0.1:6379",
 			KeyPrefix: "edge:",
 			Timeout:   50 * time.Millisecond,
+			// A dial and handshake take a round trip or three; a second
+			// covers a loaded host without hiding a dead Redis for long.
+			PoolTimeout:  time.Second,
+			PoolSize:     256,
+			MinIdleConns: 32,
 		},
 		Idempotency: Idempotency{
 			TTL:              24 * time.Hour,

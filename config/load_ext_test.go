@@ -90,7 +90,7 @@ func TestUnknownFieldIsNamedWithItsLine(t *testing.T) {
 			"line 3: operations[0].roles: unknown field; expected one of procedure, service_account_roles, idempotent, rate_per_minute, concurrent_streams, quota"},
 		{"redis:\n  timeout: 1s\n  pasword: x\nlog:\n  colour: true\n",
 			"2 problems:\n" +
-				"  line 3: redis.pasword: unknown field; expected one of addr, cluster_addrs, sentinel, username, password, tls, key_prefix, timeout\n" +
+				"  line 3: redis.pasword: unknown field; expected one of addr, cluster_addrs, sentinel, username, password, tls, key_prefix, timeout, pool_timeout, pool_size, min_idle_conns\n" +
 				"  line 5: log.colour: unknown field; expected one of format, level"},
 	}
 	for _, tt := range tests {

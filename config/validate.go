@@ -19,6 +19,11 @@ import (
 const (
 	maxClockSkew    = 5 * time.Minute
 	maxRedisTimeout = 10 * time.Second
+	// maxRedisPoolTimeout and maxRedisPoolSize keep a typo from making a
+	// call wait minutes for a connection, or from opening a Redis's
+	// connection limit's worth of them.
+	maxRedisPoolTimeout = 30 * time.Second
+	maxRedisPoolSize    = 10000
 	minBodyBytes    = 1 * KiB
 	minHeaderBytes  = 1 * KiB
 	minStreamLease  = 3 * time.Second
@@ -269,6 +274,15 @@ func checkRedis(p *problems, r Redis) {
 	}
 	if r.Timeout <= 0 || r.Timeout > maxRedisTimeout {
 		p.add("redis.timeout", "must be positive and at most %s, not %s", maxRedisTimeout, r.Timeout)
+	}
+	if r.PoolTimeout <= 0 || r.PoolTimeout > maxRedisPoolTimeout {
+		p.add("redis.pool_timeout", "must be positive and at most %s, not %s", maxRedisPoolTimeout, r.PoolTimeout)
+	}
+	if r.PoolSize < 1 || r.PoolSize > maxRedisPoolSize {
+		p.add("redis.pool_size", "must be 1 to %d, not %d", maxRedisPoolSize, r.PoolSize)
+	}
+	if r.MinIdleConns < 0 || r.MinIdleConns > r.PoolSize {
+		p.add("redis.min_idle_conns", "must be 0 to pool_size (%d), not %d", r.PoolSize, r.MinIdleConns)
 	}
 }
 

@@ -80,14 +80,18 @@ func NewApp(cfg *config.Config, log *slog.Logger, version string, opts ...AppOpt
 	if err != nil {
 		return nil, err
 	}
+	// Each step's deadline for one Redis call covers the wait for a
+	// connection and the command's write and read; the client enforces
+	// the command's own bound (redis.timeout) inside it.
+	callTimeout := cfg.Redis.PoolTimeout + 2*cfg.Redis.Timeout
 	limits := &Limits{
 		Config: cfg.Limits,
 		Rates: ratelimit.New(a.redis, ratelimit.Options{
-			Timeout: cfg.Redis.Timeout, Policy: policy, LocalShare: cfg.Limits.LocalShare, Logger: log, KeyPrefix: cfg.Redis.KeyPrefix,
+			Timeout: callTimeout, Policy: policy, LocalShare: cfg.Limits.LocalShare, Logger: log, KeyPrefix: cfg.Redis.KeyPrefix,
 		}),
-		Streams: quota.NewStreams(a.redis, quota.WithTimeout(cfg.Redis.Timeout), quota.WithLeasePeriod(cfg.Limits.StreamLease),
+		Streams: quota.NewStreams(a.redis, quota.WithTimeout(callTimeout), quota.WithLeasePeriod(cfg.Limits.StreamLease),
 			quota.WithLogger(log), quota.WithKeyPrefix(cfg.Redis.KeyPrefix)),
-		Envs: quota.NewEnvironments(a.redis, quota.WithTimeout(cfg.Redis.Timeout), quota.WithLogger(log),
+		Envs: quota.NewEnvironments(a.redis, quota.WithTimeout(callTimeout), quota.WithLogger(log),
 			quota.WithKeyPrefix(cfg.Redis.KeyPrefix)),
 		Now: time.Now,
 		Log: log,
@@ -95,7 +99,7 @@ func NewApp(cfg *config.Config, log *slog.Logger, version string, opts ...AppOpt
 	a.limits = limits
 	idem := idempotency.New(a.redis, idempotency.Options{
 		TTL: cfg.Idempotency.TTL, Lease: cfg.Idempotency.Lease, MaxResponseBytes: int(cfg.Idempotency.MaxResponseBytes),
-		MaxRequestBytes: int64(cfg.Requests.MaxBodyBytes), Timeout: cfg.Redis.Timeout,
+		MaxRequestBytes: int64(cfg.Requests.MaxBodyBytes), Timeout: callTimeout,
 		FailOpen: cfg.Idempotency.OnRedisFailure == config.FailOpen, Logger: log, KeyPrefix: cfg.Redis.KeyPrefix,
 	})
 	handler, err := New(Options{
@@ -146,8 +150,11 @@ func NewApp(cfg *config.Config, log *slog.Logger, version string, opts ...AppOpt
 	return a, nil
 }
 
-// Listen binds both listeners and serves them in the background.
+// Listen opens the Redis pool's idle connections (best effort, for at
+// most redis.pool_timeout), then binds both listeners and serves them in
+// the background.
 func (a *App) Listen() error {
+	a.warmRedis()
 	apiLn, err := net.Listen("tcp", a.api.Addr)
 	if err != nil {
 		return fmt.Errorf("listen.addr: %w", err)
@@ -176,6 +183,40 @@ func (a *App) Listen() error {
 		}
 	}()
 	return nil
+}
+
+// warmRedis opens redis.min_idle_conns connections to each node before the
+// first call, so that a burst on a fresh edge finds them ready. A Redis
+// that does not answer is no reason not to start (fail_open serves without
+// it): the calls' own failures then decide.
+func (a *App) warmRedis() {
+	n := a.cfg.Redis.MinIdleConns
+	if n == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.Redis.PoolTimeout)
+	defer cancel()
+	// n concurrent pings hold n connections at once: the pool dials them.
+	warm := func(ctx context.Context, c redis.Cmdable) error {
+		errs := make(chan error, n)
+		for range n {
+			go func() { errs <- c.Ping(ctx).Err() }()
+		}
+		var err error
+		for range n {
+			err = errors.Join(err, <-errs)
+		}
+		return err
+	}
+	var err error
+	if cc, ok := a.redis.(*redis.ClusterClient); ok {
+		err = cc.ForEachShard(ctx, func(ctx context.Context, c *redis.Client) error { return warm(ctx, c) })
+	} else {
+		err = warm(ctx, a.redis)
+	}
+	if err != nil {
+		a.log.Warn("redis: could not open the idle connections at start; calls will dial", "err", err)
+	}
 }
 
 // Shutdown stops accepting calls and waits for open ones, streams

@@ -2,7 +2,6 @@ package edge
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -26,16 +25,24 @@ func newRedisClient(cfg config.Redis) (redis.UniversalClient, error) {
 		Addrs: target.Addrs, IsClusterMode: target.Mode == config.ModeCluster,
 		Username: cfg.Username, Password: cfg.Password,
 		TLSConfig:   tlsConfig,
-		DialTimeout: time.Second, ReadTimeout: cfg.Timeout, WriteTimeout: cfg.Timeout,
-		// Every call carries its own short deadline; a failed one is not
-		// retried: the limit step's breaker decides what happens next.
-		ContextTimeoutEnabled: true,
-		// Waiting for a pooled connection counts against each call's short
-		// deadline: a pool large enough for a burst of new clients keeps a
-		// spike of traffic from looking like a Redis outage.
-		PoolSize:     256,
-		MinIdleConns: 16,
-		MaxRetries:   -1,
+		// Two bounds, kept apart. A command's round trip, once it holds a
+		// connection, gets redis.timeout (socket deadlines on its write and
+		// its read): a slow Redis is a failing one. Waiting for a
+		// connection, dialling and its handshake included, gets
+		// redis.pool_timeout: a fresh edge, or a burst past the idle
+		// connections, is no Redis outage. A context deadline would bound
+		// both at once, so the client ignores it for socket deadlines
+		// (each call's context still ends waits and dials early).
+		ContextTimeoutEnabled: false,
+		ReadTimeout:           cfg.Timeout, WriteTimeout: cfg.Timeout,
+		DialTimeout: cfg.PoolTimeout, PoolTimeout: cfg.PoolTimeout,
+		// A refused dial is an answer: fail at once, the breaker decides.
+		DialerRetries: 1,
+		PoolSize:      cfg.PoolSize,
+		MinIdleConns:  cfg.MinIdleConns,
+		// A failed call is not retried: the limit step's breaker decides
+		// what happens next.
+		MaxRetries: -1,
 	}
 	if target.Mode == config.ModeSentinel {
 		opts.MasterName = cfg.Sentinel.MasterName

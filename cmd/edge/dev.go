@@ -28,6 +28,14 @@ const (
 	devBackendAdminAddr = "127.0.0.1:9092"
 )
 
+// embeddedRedisTimeout bounds each command to the embedded store. It runs
+// every Lua script (each limit, quota and idempotency call is one) in an
+// interpreter, one call at a time under one lock: a burst of a few dozen
+// calls queues it far past production's 50ms, where a real Redis answers
+// in well under a millisecond. An in-process store cannot be unreachable,
+// so a deadline that long hides no outage.
+const embeddedRedisTimeout = time.Second
+
 // devStack is everything the development mode runs besides the edge.
 type devStack struct {
 	config  *config.Config
@@ -83,6 +91,7 @@ func startDev(ctx context.Context, dataDir, version string) (*devStack, error) {
 	// (config.Default's 127.0.0.1:6379 is for production files, not here).
 	if os.Getenv("EDGE_REDIS_ADDR") == "" && os.Getenv("EDGE_REDIS_CLUSTER_ADDRS") == "" {
 		cfg.Redis.Addr, cfg.Redis.ClusterAddrs = d.redis.Addr(), nil
+		cfg.Redis.Timeout = embeddedRedisTimeout
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err

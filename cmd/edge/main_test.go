@@ -51,6 +51,37 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
+// runDev runs `edge -dev` until the test ends, and returns its output once
+// the banner is out (every listener is up). It needs the development
+// mode's fixed addresses: an `edge -dev` running on this machine is in the
+// way, and the test fails naming the address taken.
+func runDev(t *testing.T) *syncBuffer {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	out := &syncBuffer{}
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, []string{"-dev"}, out) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("edge -dev: %v", err)
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(out.String(), "Ctrl-C stops everything.") {
+		select {
+		case err := <-done:
+			done <- nil // for the cleanup, which would wait for it forever
+			t.Fatalf("edge -dev stopped (is another edge -dev running?): %v\n%s", err, out.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no banner after 30s:\n%s", out.String())
+		}
+	}
+	return out
+}
+
 // TestDevModeCurlLinesWorkAsPrinted runs the development mode on its
 // contract's addresses and runs the printed commands with bash and curl.
 func TestDevModeCurlLinesWorkAsPrinted(t *testing.T) {
@@ -62,29 +93,8 @@ func TestDevModeCurlLinesWorkAsPrinted(t *testing.T) {
 			t.Skipf("no %s", tool)
 		}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	out := &syncBuffer{}
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"-dev"}, out) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("edge -dev: %v", err)
-		}
-	})
-	// Wait for the banner, which is printed once every listener is up.
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(out.String(), "Ctrl-C stops everything.") {
-		select {
-		case err := <-done:
-			done <- nil // for the cleanup, which would wait for it forever
-			t.Fatalf("edge -dev stopped: %v\n%s", err, out.String())
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no banner after 30s:\n%s", out.String())
-		}
-	}
+	ctx := t.Context()
+	out := runDev(t)
 	banner := out.String()
 	for _, want := range []string{"http://127.0.0.1:8080", "http://127.0.0.1:9090", "http://127.0.0.1:8081/realms/dev", "http://127.0.0.1:8082", "http://127.0.0.1:9092", "dev-secret", "alice/alice"} {
 		if !strings.Contains(banner, want) {
