@@ -24,10 +24,10 @@ const (
 	// connection limit's worth of them.
 	maxRedisPoolTimeout = 30 * time.Second
 	maxRedisPoolSize    = 10000
-	minBodyBytes    = 1 * KiB
-	minHeaderBytes  = 1 * KiB
-	minStreamLease  = 3 * time.Second
-	maxStreamLease  = 10 * time.Minute
+	minBodyBytes        = 1 * KiB
+	minHeaderBytes      = 1 * KiB
+	minStreamLease      = 3 * time.Second
+	maxStreamLease      = 10 * time.Minute
 )
 
 // planName is what a plan may be called: a lowercase identifier, since a

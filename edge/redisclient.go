@@ -24,7 +24,7 @@ func newRedisClient(cfg config.Redis) (redis.UniversalClient, error) {
 	opts := &redis.UniversalOptions{
 		Addrs: target.Addrs, IsClusterMode: target.Mode == config.ModeCluster,
 		Username: cfg.Username, Password: cfg.Password,
-		TLSConfig:   tlsConfig,
+		TLSConfig: tlsConfig,
 		// Two bounds, kept apart. A command's round trip, once it holds a
 		// connection, gets redis.timeout (socket deadlines on its write and
 		// its read): a slow Redis is a failing one. Waiting for a
