@@ -110,6 +110,7 @@ type inflight struct {
 	call     classify.Call
 	rec      *recorder
 	admitted *admission
+	expires  time.Time // a stream's end: its token's expiry plus the clock skew (expiry.go)
 }
 
 func inflightOf(r *http.Request) *inflight {
@@ -200,7 +201,11 @@ func (s *Server) serve(w *recorder, r *http.Request, call classify.Call, problem
 	// (authentication, limits, idempotency) is deducted from what the
 	// backend gets (see proxy.WithDeadline).
 	deadline := start.Add(proxy.Deadline(r, call, max))
-	ctx = proxy.WithDeadline(context.WithValue(r.Context(), callKey{}, &inflight{call, w, admitted}), deadline)
+	f := &inflight{call: call, rec: w, admitted: admitted}
+	if call.Streaming && !p.Expiry.IsZero() {
+		f.expires = p.Expiry.Add(s.cfg.OIDC.ClockSkew)
+	}
+	ctx = proxy.WithDeadline(context.WithValue(r.Context(), callKey{}, f), deadline)
 	// A unary call ends at its deadline: the edge answers deadline_exceeded
 	// itself if the backend has not answered. A stream's backend gets a
 	// little grace to end it in the caller's protocol (its headers are
@@ -340,6 +345,9 @@ const maxErrorBody = 64 << 10
 // backend's bytes.
 func (s *Server) modifyResponse(res *http.Response) error {
 	f := inflightOf(res.Request)
+	if !f.expires.IsZero() && res.StatusCode == http.StatusOK {
+		endAtExpiry(res, f)
+	}
 	if f.admitted.watchesAnswer() {
 		if body, err := readAnswer(res); err == nil {
 			s.limits.answered(res.Request.Context(), f.admitted, f.call, res, body)
