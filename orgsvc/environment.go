@@ -98,7 +98,9 @@ func (s environments) DeleteEnvironment(ctx context.Context, req *connect.Reques
 // WatchEnvironment sends the current state, then each change: RUNNING when
 // provisioning ends, DELETED (the last message) when the environment ends.
 // Deletions in this process arrive at once; storage is re-read every
-// WatchPoll to see deletions made by other replicas.
+// WatchPoll to see deletions made by other replicas. Every WatchAccessCheck
+// the caller's access is checked again, so that a stream does not outlive
+// the membership that opened it: it ends with permission_denied.
 func (s environments) WatchEnvironment(ctx context.Context, req *connect.Request[svcv1.WatchEnvironmentRequest], stream *connect.ServerStream[svcv1.WatchEnvironmentResponse]) error {
 	id := req.Msg.EnvironmentId
 	ended, unsubscribe := s.watchers.subscribe(id)
@@ -114,8 +116,24 @@ func (s environments) WatchEnvironment(ctx context.Context, req *connect.Request
 	if err := send(e); err != nil {
 		return err
 	}
+	// reread refreshes e from storage; done when the environment ended and
+	// its last message is sent.
+	reread := func() (done bool, err error) {
+		cur, err := s.store.GetEnvironment(ctx, id)
+		if errors.Is(err, store.ErrEnvironmentNotFound) {
+			e.Status, e.DeletedAt = statusDeleted, s.now()
+			return true, send(e)
+		}
+		if err != nil {
+			return false, err
+		}
+		e = cur
+		return false, nil
+	}
 	poll := time.NewTicker(s.watchPoll)
 	defer poll.Stop()
+	recheck := time.NewTicker(s.watchAccess)
+	defer recheck.Stop()
 	var ready <-chan time.Time
 	if s.status(e) == statusProvisioning {
 		t := time.NewTimer(e.ReadyAt.Sub(s.now()))
@@ -139,17 +157,35 @@ func (s environments) WatchEnvironment(ctx context.Context, req *connect.Request
 		case gone := <-ended:
 			return send(gone)
 		case <-poll.C:
-			cur, err := s.store.GetEnvironment(ctx, id)
-			if errors.Is(err, store.ErrEnvironmentNotFound) {
-				e.Status, e.DeletedAt = statusDeleted, s.now()
-				return send(e)
-			}
-			if err != nil {
+			if done, err := reread(); done || err != nil {
 				return err
 			}
-			e = cur
+		case <-recheck.C:
+			// The environment first: one that ended (with its organization,
+			// say) gets its last DELETED message, as every watcher does.
+			if done, err := reread(); done || err != nil {
+				return err
+			}
+			if err := s.stillAllowed(ctx, e); err != nil {
+				return err
+			}
 		}
 	}
+}
+
+// stillAllowed checks again, for an open WatchEnvironment stream, that the
+// caller may read the live environment e. A caller who is no longer a member
+// (removed) gets permission_denied ACCESS_REVOKED rather than the not_found
+// a stranger would: they knew the environment when the stream opened, so
+// nothing leaks, and the code says what changed. A suspended member gets
+// MEMBER_SUSPENDED, as on every call.
+func (s *Service) stillAllowed(ctx context.Context, e store.Environment) error {
+	err := s.authorize(ctx, e.OrganizationID, accessRead, asMember, store.ErrEnvironmentNotFound)
+	if errors.Is(err, store.ErrEnvironmentNotFound) || errors.Is(err, store.ErrOrganizationNotFound) {
+		return errorf(connect.CodePermissionDenied, reasonAccessRevoked,
+			"you no longer have access to this environment's organization")
+	}
+	return err
 }
 
 // environment validates an id, loads the environment and authorizes the

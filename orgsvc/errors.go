@@ -38,6 +38,7 @@ const (
 	reasonMissingRole      = "MISSING_ROLE"
 	reasonAdminRequired    = "ADMIN_ROLE_REQUIRED"
 	reasonMemberSuspended  = "MEMBER_SUSPENDED"
+	reasonAccessRevoked    = "ACCESS_REVOKED"
 	reasonBlueprintMissing = "BLUEPRINT_NOT_FOUND"
 	reasonInternal         = "INTERNAL"
 )

@@ -265,11 +265,20 @@ func (s organizations) UpdateMember(ctx context.Context, req *connect.Request[sv
 	}
 	var v fieldViolations
 	v.id("user_id", m.UserId)
-	v.role("role", m.Role)
+	u := store.MemberUpdate{Role: m.Role, Status: m.GetStatus()}
+	switch {
+	case m.Status != nil:
+		v.status("status", u.Status)
+		if u.Role != "" {
+			v.role("role", u.Role)
+		}
+	default:
+		v.role("role", u.Role) // nothing to change without a role
+	}
 	if err := v.err(); err != nil {
 		return nil, err
 	}
-	mb, err := s.store.UpdateMemberRole(ctx, m.OrganizationId, m.UserId, m.Role)
+	mb, err := s.store.UpdateMember(ctx, m.OrganizationId, m.UserId, u)
 	if err != nil {
 		return nil, err
 	}

@@ -39,6 +39,11 @@ type Config struct {
 	// WatchPoll is how often a WatchEnvironment stream re-reads storage, to
 	// see changes made by other replicas. Default 2s.
 	WatchPoll time.Duration
+	// WatchAccessCheck is how often a WatchEnvironment stream checks again
+	// that its caller may still see the environment's organization; a caller
+	// who lost access (removed, suspended) gets permission_denied within
+	// this bound. Default 30s.
+	WatchAccessCheck time.Duration
 	// MaxRequestBytes bounds a request message. Default 4 MiB.
 	MaxRequestBytes int
 	Now             func() time.Time // default time.Now
@@ -70,6 +75,7 @@ type Service struct {
 	invitationTTL  time.Duration
 	provisionDelay time.Duration
 	watchPoll      time.Duration
+	watchAccess    time.Duration
 	maxBytes       int
 }
 
@@ -101,6 +107,7 @@ func New(cfg Config) (*Service, error) {
 		invitationTTL:  cfg.InvitationTTL,
 		provisionDelay: cfg.ProvisionDelay,
 		watchPoll:      cfg.WatchPoll,
+		watchAccess:    cfg.WatchAccessCheck,
 		maxBytes:       cfg.MaxRequestBytes,
 	}
 	if s.log == nil {
@@ -120,6 +127,9 @@ func New(cfg Config) (*Service, error) {
 	}
 	if s.watchPoll <= 0 {
 		s.watchPoll = 2 * time.Second
+	}
+	if s.watchAccess <= 0 {
+		s.watchAccess = 30 * time.Second
 	}
 	if s.maxBytes <= 0 {
 		s.maxBytes = 4 << 20

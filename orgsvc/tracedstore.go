@@ -164,10 +164,10 @@ func (s *tracedStore) Invite(ctx context.Context, inv store.Invitation) (_ store
 	return s.next.Invite(ctx, inv)
 }
 
-func (s *tracedStore) UpdateMemberRole(ctx context.Context, orgID, userID, role string) (_ store.Member, err error) {
-	ctx, end := s.start(ctx, "UpdateMemberRole")
+func (s *tracedStore) UpdateMember(ctx context.Context, orgID, userID string, u store.MemberUpdate) (_ store.Member, err error) {
+	ctx, end := s.start(ctx, "UpdateMember")
 	defer func() { end(err) }()
-	return s.next.UpdateMemberRole(ctx, orgID, userID, role)
+	return s.next.UpdateMember(ctx, orgID, userID, u)
 }
 
 func (s *tracedStore) RemoveMember(ctx context.Context, orgID, userID string) (err error) {

@@ -63,6 +63,12 @@ func (v *fieldViolations) role(field, s string) {
 	}
 }
 
+func (v *fieldViolations) status(field, s string) {
+	if s != store.MemberActive && s != store.MemberSuspended {
+		v.add(field, "must be %q or %q", store.MemberActive, store.MemberSuspended)
+	}
+}
+
 // page validates page_size and page_token and returns the store's page.
 func (v *fieldViolations) page(size int32, token string) store.Page {
 	switch {

@@ -77,6 +77,8 @@ func run(args []string) error {
 		dataDir   = fs.String("data", "", "with -dev: directory for the SQLite file (default: a new temporary directory)")
 		showVer   = fs.Bool("version", false, "print the version and exit")
 	)
+	watchCheck := fs.Duration("watch-access-check", durationEnv("ORGSVC_WATCH_ACCESS_CHECK", 30*time.Second),
+		"how often an open WatchEnvironment stream checks that its caller still has access ($ORGSVC_WATCH_ACCESS_CHECK)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -137,7 +139,7 @@ func run(args []string) error {
 	running, err := orgsvc.Start(ctx, orgsvc.RunOptions{
 		Addr: *addr, Database: *database, IssuerURL: *issuer, Audience: *audience, Logger: log,
 		RoleClaims: strings.Split(*roles, ","), AdminAddr: *adminAddr, Version: version(),
-		Config: orgsvc.Config{InvitationTTL: *invTTL, ProvisionDelay: *provision},
+		Config: orgsvc.Config{InvitationTTL: *invTTL, ProvisionDelay: *provision, WatchAccessCheck: *watchCheck},
 	})
 	if err != nil {
 		return err

@@ -97,8 +97,8 @@ func (s *sqlStore) ListEnvironments(ctx context.Context, f EnvironmentFilter, pa
 		args = append(args, f.ProjectID)
 	}
 	if f.MemberOf != "" {
-		where = append(where, "organization_id IN (SELECT organization_id FROM members WHERE user_id = ?)")
-		args = append(args, f.MemberOf)
+		where = append(where, "organization_id IN (SELECT organization_id FROM members WHERE user_id = ? AND status = ?)")
+		args = append(args, f.MemberOf, MemberActive)
 	}
 	args = append(args, size+1)
 	r := s.read()

@@ -27,14 +27,6 @@ func checkRole(role string) error {
 	return nil
 }
 
-// adminDelta is how much a member of role adds to admin_count.
-func adminDelta(role string) int {
-	if role == RoleAdmin {
-		return 1
-	}
-	return 0
-}
-
 // insertMember inserts m; the caller counts it.
 func insertMember(ctx context.Context, r runner, m Member) error {
 	_, err := r.exec(ctx, "INSERT INTO members ("+memberColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -152,9 +144,33 @@ func (s *sqlStore) Invite(ctx context.Context, inv Invitation) (Invitation, erro
 	return out, nil
 }
 
-func (s *sqlStore) UpdateMemberRole(ctx context.Context, orgID, userID, role string) (Member, error) {
-	if err := checkRole(role); err != nil {
-		return Member{}, opError("update member role", err)
+func checkStatus(status string) error {
+	if status != MemberActive && status != MemberSuspended {
+		return fmt.Errorf("unknown member status %q", status)
+	}
+	return nil
+}
+
+// activeAdmins is how much a member adds to admin_count: 1 for an active
+// admin, 0 otherwise. A suspended admin holds the role but cannot use it, so
+// it does not keep an organization administered.
+func activeAdmins(role, status string) int {
+	if role == RoleAdmin && status == MemberActive {
+		return 1
+	}
+	return 0
+}
+
+func (s *sqlStore) UpdateMember(ctx context.Context, orgID, userID string, u MemberUpdate) (Member, error) {
+	if u.Role != "" {
+		if err := checkRole(u.Role); err != nil {
+			return Member{}, opError("update member", err)
+		}
+	}
+	if u.Status != "" {
+		if err := checkStatus(u.Status); err != nil {
+			return Member{}, opError("update member", err)
+		}
 	}
 	var out Member
 	err := s.inTx(ctx, func(r runner) error {
@@ -162,23 +178,30 @@ func (s *sqlStore) UpdateMemberRole(ctx context.Context, orgID, userID, role str
 		if err != nil {
 			return err
 		}
-		if m.Role == role {
+		next := m
+		if u.Role != "" {
+			next.Role = u.Role
+		}
+		if u.Status != "" {
+			next.Status = u.Status
+		}
+		if next.Role == m.Role && next.Status == m.Status {
 			out = m
 			return nil
 		}
-		if err := s.countAdmins(ctx, r, orgID, adminDelta(role)-adminDelta(m.Role)); err != nil {
+		delta := activeAdmins(next.Role, next.Status) - activeAdmins(m.Role, m.Status)
+		if err := s.countAdmins(ctx, r, orgID, delta); err != nil {
 			return err
 		}
-		if _, err := r.exec(ctx, "UPDATE members SET role = ? WHERE organization_id = ? AND user_id = ?",
-			role, orgID, userID); err != nil {
+		if _, err := r.exec(ctx, "UPDATE members SET role = ?, status = ? WHERE organization_id = ? AND user_id = ?",
+			next.Role, next.Status, orgID, userID); err != nil {
 			return err
 		}
-		m.Role = role
-		out = m
+		out = next
 		return nil
 	})
 	if err != nil {
-		return Member{}, opError("update member role", err)
+		return Member{}, opError("update member", err)
 	}
 	return out, nil
 }
@@ -189,7 +212,7 @@ func (s *sqlStore) RemoveMember(ctx context.Context, orgID, userID string) error
 		if err != nil {
 			return err
 		}
-		if err := s.countAdmins(ctx, r, orgID, -adminDelta(m.Role)); err != nil {
+		if err := s.countAdmins(ctx, r, orgID, -activeAdmins(m.Role, m.Status)); err != nil {
 			return err
 		}
 		if _, err := r.exec(ctx, "UPDATE organizations SET member_count = member_count - 1 WHERE id = ?", orgID); err != nil {
@@ -214,8 +237,8 @@ func (s *sqlStore) lockedMember(ctx context.Context, r runner, orgID, userID str
 	return m, err
 }
 
-// countAdmins adds delta to the organization's admin_count. Taking away an
-// admin fails with ErrLastAdmin unless another remains: the condition is in
+// countAdmins adds delta to the organization's admin_count, its number of
+// active admins. Taking away an active admin fails with ErrLastAdmin unless another remains: the condition is in
 // the UPDATE itself, so it holds against concurrent changes even without the
 // organization's lock.
 func (s *sqlStore) countAdmins(ctx context.Context, r runner, orgID string, delta int) error {
@@ -283,7 +306,7 @@ func (s *sqlStore) AcceptInvitations(ctx context.Context, p Person, now time.Tim
 			if _, err := r.exec(ctx, `UPDATE organizations SET
 					member_count = member_count + 1,
 					admin_count = admin_count + ?
-				WHERE id = ?`, adminDelta(inv.Role), inv.OrganizationID); err != nil {
+				WHERE id = ?`, activeAdmins(inv.Role, MemberActive), inv.OrganizationID); err != nil {
 				return err
 			}
 			created++
@@ -297,6 +320,7 @@ func (s *sqlStore) AcceptInvitations(ctx context.Context, p Person, now time.Tim
 }
 
 func (s *sqlStore) TouchMember(ctx context.Context, userID string, now time.Time) error {
-	_, err := s.read().exec(ctx, "UPDATE members SET last_active_at = ? WHERE user_id = ?", micros(now), userID)
+	_, err := s.read().exec(ctx, "UPDATE members SET last_active_at = ? WHERE user_id = ? AND status = ?",
+		micros(now), userID, MemberActive)
 	return opError("touch member", err)
 }

@@ -43,7 +43,10 @@ func (s *sqlStore) CreateOrganization(ctx context.Context, org Organization, adm
 		first = &m
 		org.MemberCount = 1
 	}
-	admins := org.MemberCount
+	admins := 0
+	if first != nil {
+		admins = activeAdmins(first.Role, first.Status)
+	}
 	err = s.inTx(ctx, func(r runner) error {
 		_, err := r.exec(ctx, `INSERT INTO organizations
 			(id, name, display_name, billing_email, plan, project_count, member_count, admin_count, created_at)
@@ -88,7 +91,7 @@ func (s *sqlStore) ListOrganizations(ctx context.Context, userID string, page Pa
 		rows, err = s.read().query(ctx, `SELECT o.id, o.name, o.display_name, o.billing_email, o.plan,
 				o.project_count, o.member_count, o.created_at, m.role
 			FROM members m JOIN organizations o ON o.id = m.organization_id
-			WHERE m.user_id = ? AND o.id > ? ORDER BY o.id LIMIT ?`, userID, after, size+1)
+			WHERE m.user_id = ? AND m.status = ? AND o.id > ? ORDER BY o.id LIMIT ?`, userID, MemberActive, after, size+1)
 	}
 	if err != nil {
 		return nil, "", opError("list organizations", err)

@@ -85,6 +85,12 @@ type Member struct {
 	LastActiveAt   time.Time
 }
 
+// MemberUpdate is a change to a membership; an empty field is unchanged.
+type MemberUpdate struct {
+	Role   string // RoleAdmin or RoleMember
+	Status string // MemberActive or MemberSuspended
+}
+
 // Invitation is a pending invitation.
 type Invitation struct {
 	ID             string
@@ -130,7 +136,8 @@ type Page struct {
 type EnvironmentFilter struct {
 	ProjectID string // only this project's, when set
 	// MemberOf, when set, keeps only environments of organizations this user
-	// is a member of. Empty means every environment (service accounts).
+	// is an active member of (a suspended membership gives no access). Empty
+	// means every environment (service accounts).
 	MemberOf string
 }
 
@@ -144,8 +151,9 @@ type Store interface {
 	// first member with role admin (member_count 1).
 	CreateOrganization(ctx context.Context, org Organization, admin *Member) (Organization, error)
 	GetOrganization(ctx context.Context, id string) (Organization, error)
-	// ListOrganizations lists the organizations userID is a member of, with its
-	// role; with userID empty, every organization, with an empty role.
+	// ListOrganizations lists the organizations userID is an active member
+	// of, with its role; with userID empty, every organization, with an empty
+	// role. A suspended membership is not listed: it gives no access.
 	ListOrganizations(ctx context.Context, userID string, page Page) ([]OrganizationSummary, string, error)
 	// UpdateOrganization changes the non-nil fields.
 	UpdateOrganization(ctx context.Context, id string, displayName, billingEmail *string) (Organization, error)
@@ -173,17 +181,19 @@ type Store interface {
 	// invitation for it exists, it is renewed (role, InvitedAt, ExpiresAt) and
 	// keeps its ID.
 	Invite(ctx context.Context, inv Invitation) (Invitation, error)
-	// UpdateMemberRole sets a member's role; demoting the last admin fails with
-	// ErrLastAdmin.
-	UpdateMemberRole(ctx context.Context, orgID, userID, role string) (Member, error)
-	// RemoveMember removes a member; removing the last admin fails with
-	// ErrLastAdmin.
+	// UpdateMember changes a member's role and status (the non-empty fields
+	// of u). A change that leaves the organization without an active admin
+	// (demoting or suspending its last active admin) fails with
+	// ErrLastAdmin; suspended admins do not count.
+	UpdateMember(ctx context.Context, orgID, userID string, u MemberUpdate) (Member, error)
+	// RemoveMember removes a member; removing the last active admin fails
+	// with ErrLastAdmin.
 	RemoveMember(ctx context.Context, orgID, userID string) error
 	// AcceptInvitations turns every pending, unexpired invitation addressed to
 	// p.Email into a membership of p (unless p is already a member) and
 	// deletes it. It returns how many memberships it created.
 	AcceptInvitations(ctx context.Context, p Person, now time.Time) (int, error)
-	// TouchMember sets last_active_at of every membership of userID.
+	// TouchMember sets last_active_at of every active membership of userID.
 	TouchMember(ctx context.Context, userID string, now time.Time) error
 
 	// CreateEnvironment inserts a live environment in an existing project

@@ -55,6 +55,8 @@ func testStore(t *testing.T, newDB newDatabase) {
 		{"AcceptInvitationsMakesMembers", testAcceptInvitations},
 		{"LastAdminCanNeitherLeaveNorBeDemoted", testLastAdmin},
 		{"MemberRoleChanges", testMemberRoles},
+		{"SuspendedAdminsDoNotCountAsAdmins", testSuspendedAdmins},
+		{"SuspendedMembershipListsNothing", testSuspendedMembershipListsNothing},
 		{"TouchMemberSetsLastActiveEverywhere", testTouchMember},
 		{"EnvironmentLifecycle", testEnvironmentLifecycle},
 		{"EnvironmentCountersFollowChanges", testEnvironmentCounters},
@@ -335,9 +337,12 @@ func testNotFound(t *testing.T, s store.Store) {
 			_, err := s.Invite(ctx, store.Invitation{OrganizationID: "org_missing", Email: "a@b.c", Role: store.RoleMember})
 			return err
 		}, store.ErrOrganizationNotFound},
-		{"UpdateMemberRole of a non-member", func() error { _, err := s.UpdateMemberRole(ctx, o.ID, "bob", store.RoleAdmin); return err }, store.ErrMemberNotFound},
-		{"UpdateMemberRole in a missing organization", func() error {
-			_, err := s.UpdateMemberRole(ctx, "org_missing", "alice", store.RoleMember)
+		{"UpdateMember of a non-member", func() error {
+			_, err := s.UpdateMember(ctx, o.ID, "bob", store.MemberUpdate{Role: store.RoleAdmin})
+			return err
+		}, store.ErrMemberNotFound},
+		{"UpdateMember in a missing organization", func() error {
+			_, err := s.UpdateMember(ctx, "org_missing", "alice", store.MemberUpdate{Role: store.RoleMember})
 			return err
 		}, store.ErrOrganizationNotFound},
 		{"RemoveMember of a non-member", func() error { return s.RemoveMember(ctx, o.ID, "bob") }, store.ErrMemberNotFound},
@@ -852,7 +857,7 @@ func testLastAdmin(t *testing.T, s store.Store) {
 	o := mustOrg(t, s, "acme", "alice")
 	mustJoin(t, s, o.ID, "bob", store.RoleMember)
 
-	_, err := s.UpdateMemberRole(ctx, o.ID, "alice", store.RoleMember)
+	_, err := s.UpdateMember(ctx, o.ID, "alice", store.MemberUpdate{Role: store.RoleMember})
 	wantErr(t, "demoting the last admin", err, store.ErrLastAdmin)
 	err = s.RemoveMember(ctx, o.ID, "alice")
 	wantErr(t, "removing the last admin", err, store.ErrLastAdmin)
@@ -862,13 +867,13 @@ func testLastAdmin(t *testing.T, s store.Store) {
 	wantOrgCounts(t, s, o.ID, 0, 2)
 
 	// With a second admin, the first may go; then the second is the last.
-	if _, err := s.UpdateMemberRole(ctx, o.ID, "bob", store.RoleAdmin); err != nil {
+	if _, err := s.UpdateMember(ctx, o.ID, "bob", store.MemberUpdate{Role: store.RoleAdmin}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.UpdateMemberRole(ctx, o.ID, "alice", store.RoleMember); err != nil {
+	if _, err := s.UpdateMember(ctx, o.ID, "alice", store.MemberUpdate{Role: store.RoleMember}); err != nil {
 		t.Errorf("demoting one of two admins: %v", err)
 	}
-	_, err = s.UpdateMemberRole(ctx, o.ID, "bob", store.RoleMember)
+	_, err = s.UpdateMember(ctx, o.ID, "bob", store.MemberUpdate{Role: store.RoleMember})
 	wantErr(t, "demoting bob, now the last admin", err, store.ErrLastAdmin)
 	if err := s.RemoveMember(ctx, o.ID, "alice"); err != nil {
 		t.Errorf("removing a plain member: %v", err)
@@ -884,10 +889,10 @@ func testLastAdmin(t *testing.T, s store.Store) {
 	if err := s.RemoveMember(ctx, svc.ID, "dan"); err != nil {
 		t.Errorf("removing a member of an organization without admin: %v", err)
 	}
-	if _, err := s.UpdateMemberRole(ctx, svc.ID, "carol", store.RoleAdmin); err != nil {
+	if _, err := s.UpdateMember(ctx, svc.ID, "carol", store.MemberUpdate{Role: store.RoleAdmin}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = s.UpdateMemberRole(ctx, svc.ID, "carol", store.RoleMember)
+	_, err = s.UpdateMember(ctx, svc.ID, "carol", store.MemberUpdate{Role: store.RoleMember})
 	wantErr(t, "demoting carol, the only admin", err, store.ErrLastAdmin)
 	wantOrgCounts(t, s, svc.ID, 0, 1)
 }
@@ -915,9 +920,9 @@ func testMemberRoles(t *testing.T, s store.Store) {
 		{"alice", store.RoleMember, store.ErrLastAdmin},
 	}
 	for i, st := range steps {
-		m, err := s.UpdateMemberRole(ctx, o.ID, st.user, st.role)
+		m, err := s.UpdateMember(ctx, o.ID, st.user, store.MemberUpdate{Role: st.role})
 		if !errors.Is(err, st.want) {
-			t.Fatalf("step %d: UpdateMemberRole(%s, %s): %v, want %v", i, st.user, st.role, err, st.want)
+			t.Fatalf("step %d: UpdateMember(%s, %s): %v, want %v", i, st.user, st.role, err, st.want)
 		}
 		if err == nil && (m.Role != st.role || m.UserID != st.user) {
 			t.Errorf("step %d: member %+v, want %s as %s", i, m, st.user, st.role)
@@ -927,11 +932,109 @@ func testMemberRoles(t *testing.T, s store.Store) {
 	if err != nil || after != before {
 		t.Errorf("bob = %+v, %v; want %+v", after, err, before)
 	}
-	_, err = s.UpdateMemberRole(ctx, o.ID, "bob", "owner")
+	_, err = s.UpdateMember(ctx, o.ID, "bob", store.MemberUpdate{Role: "owner"})
 	if err == nil {
-		t.Error("UpdateMemberRole to an unknown role succeeded")
+		t.Error("UpdateMember to an unknown role succeeded")
 	}
 	wantOrgCounts(t, s, o.ID, 0, 2)
+}
+
+func testSuspendedAdmins(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	o := mustOrg(t, s, "acme", "alice")
+	mustJoin(t, s, o.ID, "bob", store.RoleAdmin)
+	mustJoin(t, s, o.ID, "carol", store.RoleMember)
+	suspend := store.MemberUpdate{Status: store.MemberSuspended}
+
+	m, err := s.UpdateMember(ctx, o.ID, "bob", suspend)
+	if err != nil || m.Status != store.MemberSuspended || m.Role != store.RoleAdmin {
+		t.Fatalf("suspending bob, one of two admins: %+v, %v", m, err)
+	}
+	if got, err := s.GetMember(ctx, o.ID, "bob"); err != nil || got.Status != store.MemberSuspended {
+		t.Fatalf("bob as stored: %+v, %v", got, err)
+	}
+	// alice is the last active admin: the suspended bob does not count.
+	_, err = s.UpdateMember(ctx, o.ID, "alice", suspend)
+	wantErr(t, "suspending alice, the last active admin", err, store.ErrLastAdmin)
+	_, err = s.UpdateMember(ctx, o.ID, "alice", store.MemberUpdate{Role: store.RoleMember})
+	wantErr(t, "demoting alice, the last active admin", err, store.ErrLastAdmin)
+	err = s.RemoveMember(ctx, o.ID, "alice")
+	wantErr(t, "removing alice, the last active admin", err, store.ErrLastAdmin)
+	if m, err := s.GetMember(ctx, o.ID, "alice"); err != nil || m.Role != store.RoleAdmin || m.Status != store.MemberActive {
+		t.Errorf("alice = %+v, %v; want still an active admin", m, err)
+	}
+	// Changing a suspended admin touches no active admin.
+	if _, err := s.UpdateMember(ctx, o.ID, "bob", store.MemberUpdate{Role: store.RoleMember}); err != nil {
+		t.Errorf("demoting the suspended bob: %v", err)
+	}
+	if _, err := s.UpdateMember(ctx, o.ID, "bob", store.MemberUpdate{Role: store.RoleAdmin}); err != nil {
+		t.Errorf("promoting the suspended bob: %v", err)
+	}
+	// A suspended member made admin and active at once is a second admin.
+	if _, err := s.UpdateMember(ctx, o.ID, "carol", suspend); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := s.UpdateMember(ctx, o.ID, "carol", store.MemberUpdate{Role: store.RoleAdmin, Status: store.MemberActive}); err != nil ||
+		m.Role != store.RoleAdmin || m.Status != store.MemberActive {
+		t.Fatalf("reinstating carol as admin: %+v, %v", m, err)
+	}
+	if _, err := s.UpdateMember(ctx, o.ID, "alice", suspend); err != nil {
+		t.Errorf("suspending alice beside the active admin carol: %v", err)
+	}
+	_, err = s.UpdateMember(ctx, o.ID, "carol", suspend)
+	wantErr(t, "suspending carol, now the last active admin", err, store.ErrLastAdmin)
+	// Suspended admins may be removed; the last active one still may not.
+	if err := s.RemoveMember(ctx, o.ID, "bob"); err != nil {
+		t.Errorf("removing the suspended admin bob: %v", err)
+	}
+	err = s.RemoveMember(ctx, o.ID, "carol")
+	wantErr(t, "removing carol, the last active admin", err, store.ErrLastAdmin)
+	wantOrgCounts(t, s, o.ID, 0, 2)
+
+	_, err = s.UpdateMember(ctx, o.ID, "alice", store.MemberUpdate{Status: "banned"})
+	if err == nil {
+		t.Error("UpdateMember to an unknown status succeeded")
+	}
+}
+
+func testSuspendedMembershipListsNothing(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	a := mustOrg(t, s, "a", "alice")
+	b := mustOrg(t, s, "b", "alice")
+	mustJoin(t, s, a.ID, "bob", store.RoleMember)
+	mustJoin(t, s, b.ID, "bob", store.RoleMember)
+	pa := mustProject(t, s, a.ID, "pa")
+	pb := mustProject(t, s, b.ID, "pb")
+	ea := mustEnv(t, s, pa.ID, "ea", "go-api")
+	eb := mustEnv(t, s, pb.ID, "eb", "go-api")
+	if _, err := s.UpdateMember(ctx, a.ID, "bob", store.MemberUpdate{Status: store.MemberSuspended}); err != nil {
+		t.Fatal(err)
+	}
+
+	orgs, _, err := s.ListOrganizations(ctx, "bob", store.Page{Size: 10})
+	if err != nil || len(orgs) != 1 || orgs[0].ID != b.ID {
+		t.Errorf("bob's organizations = %+v, %v; want only %s (suspended in %s)", orgs, err, b.ID, a.ID)
+	}
+	envs, _, err := s.ListEnvironments(ctx, store.EnvironmentFilter{MemberOf: "bob"}, store.Page{Size: 10})
+	if err != nil || len(envs) != 1 || envs[0].ID != eb.ID {
+		t.Errorf("bob's environments = %+v, %v; want only %s (not %s)", envs, err, eb.ID, ea.ID)
+	}
+	if err := s.TouchMember(ctx, "bob", at(30)); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := s.GetMember(ctx, a.ID, "bob"); err != nil || m.LastActiveAt.Equal(at(30)) {
+		t.Errorf("suspended membership = %+v, %v; want last activity untouched", m, err)
+	}
+	if m, err := s.GetMember(ctx, b.ID, "bob"); err != nil || !m.LastActiveAt.Equal(at(30)) {
+		t.Errorf("active membership = %+v, %v; want last activity at %v", m, err, at(30))
+	}
+	// Reinstated, bob sees both again.
+	if _, err := s.UpdateMember(ctx, a.ID, "bob", store.MemberUpdate{Status: store.MemberActive}); err != nil {
+		t.Fatal(err)
+	}
+	if orgs, _, err := s.ListOrganizations(ctx, "bob", store.Page{Size: 10}); err != nil || len(orgs) != 2 {
+		t.Errorf("bob's organizations after reinstatement = %+v, %v; want 2", orgs, err)
+	}
 }
 
 func testTouchMember(t *testing.T, s store.Store) {
@@ -1131,13 +1234,17 @@ func testConcurrentDemotion(t *testing.T, s store.Store) {
 	for round := range rounds {
 		o := mustOrg(t, s, fmt.Sprintf("race%d", round), "alice")
 		mustJoin(t, s, o.ID, "bob", store.RoleAdmin)
-		// In odd rounds the two remove each other instead.
+		// The two demote, remove or suspend each other, by turns.
 		demote := func(user string) func() error {
 			return func() error {
-				if round%2 == 1 {
+				switch round % 3 {
+				case 1:
 					return s.RemoveMember(ctx, o.ID, user)
+				case 2:
+					_, err := s.UpdateMember(ctx, o.ID, user, store.MemberUpdate{Status: store.MemberSuspended})
+					return err
 				}
-				_, err := s.UpdateMemberRole(ctx, o.ID, user, store.RoleMember)
+				_, err := s.UpdateMember(ctx, o.ID, user, store.MemberUpdate{Role: store.RoleMember})
 				return err
 			}
 		}
@@ -1162,12 +1269,12 @@ func testConcurrentDemotion(t *testing.T, s store.Store) {
 		}
 		admins := 0
 		for _, m := range members {
-			if m.Role == store.RoleAdmin {
+			if m.Role == store.RoleAdmin && m.Status == store.MemberActive {
 				admins++
 			}
 		}
 		if admins != 1 {
-			t.Errorf("round %d: %d admins remain, want 1", round, admins)
+			t.Errorf("round %d: %d active admins remain, want 1", round, admins)
 		}
 		wantOrgCounts(t, s, o.ID, 0, int32(len(members)))
 	}
@@ -1239,7 +1346,7 @@ func testReopen(t *testing.T, dsn string) {
 	if got, err := third.GetOrganization(t.Context(), o.ID); err != nil || got != o {
 		t.Errorf("reopened: GetOrganization = %+v, %v; want %+v", got, err, o)
 	}
-	wantMigrations(t, dsn, 1)
+	wantMigrations(t, dsn)
 }
 
 func testConcurrentOpen(t *testing.T, dsn string) {
@@ -1260,7 +1367,7 @@ func testConcurrentOpen(t *testing.T, dsn string) {
 		}
 		t.Cleanup(func() { stores[i].Close() })
 	}
-	wantMigrations(t, dsn, 1)
+	wantMigrations(t, dsn)
 	for i, s := range stores {
 		if s != nil {
 			mustOrg(t, s, fmt.Sprintf("org%d", i), "")
@@ -1268,9 +1375,15 @@ func testConcurrentOpen(t *testing.T, dsn string) {
 	}
 }
 
-// wantMigrations checks how many migrations the database has recorded.
-func wantMigrations(t *testing.T, dsn string, want int) {
+// wantMigrations checks that the database has recorded every migration of
+// the migrations directory.
+func wantMigrations(t *testing.T, dsn string) {
 	t.Helper()
+	files, err := filepath.Glob(filepath.Join("migrations", "*.sql"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("migration files: %v, %v", files, err)
+	}
+	want := len(files)
 	driver := "pgx"
 	if path, ok := strings.CutPrefix(dsn, "sqlite:"); ok {
 		driver, dsn = "sqlite", path
@@ -1307,7 +1420,7 @@ func TestOpenChoosesBackendByDSN(t *testing.T) {
 		s.Close()
 	}
 	for _, name := range []string{"bare.db", "prefixed.db", "url.db"} {
-		wantMigrations(t, "sqlite:"+filepath.Join(dir, name), 1)
+		wantMigrations(t, "sqlite:"+filepath.Join(dir, name))
 	}
 	for _, dsn := range []string{"mysql://localhost/db", "", ":memory:", filepath.Join(dir, "x.db?mode=ro")} {
 		if s, err := store.Open(t.Context(), dsn); err == nil {

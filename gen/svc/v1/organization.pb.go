@@ -1496,8 +1496,13 @@ type UpdateMemberRequest struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	OrganizationId string                 `protobuf:"bytes,1,opt,name=organization_id,json=organizationId,proto3" json:"organization_id,omitempty"`
 	UserId         string                 `protobuf:"bytes,2,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
-	// `admin` or `member`.
-	Role          string `protobuf:"bytes,3,opt,name=role,proto3" json:"role,omitempty"`
+	// `admin` or `member`; empty leaves the role unchanged (then status must
+	// be set).
+	Role string `protobuf:"bytes,3,opt,name=role,proto3" json:"role,omitempty"`
+	// Set to `suspended` to suspend the member (a suspended member keeps the
+	// membership but has no access to the organization) or to `active` to
+	// reinstate them.
+	Status        *string `protobuf:"bytes,4,opt,name=status,proto3,oneof" json:"status,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1549,6 +1554,13 @@ func (x *UpdateMemberRequest) GetUserId() string {
 func (x *UpdateMemberRequest) GetRole() string {
 	if x != nil {
 		return x.Role
+	}
+	return ""
+}
+
+func (x *UpdateMemberRequest) GetStatus() string {
+	if x != nil && x.Status != nil {
+		return *x.Status
 	}
 	return ""
 }
@@ -1758,11 +1770,13 @@ const file_svc_v1_organization_proto_rawDesc = "" +
 	"\x13ListMembersResponse\x12(\n" +
 	"\amembers\x18\x01 \x03(\v2\x0e.svc.v1.MemberR\amembers\x124\n" +
 	"\vinvitations\x18\x02 \x03(\v2\x12.svc.v1.InvitationR\vinvitations\x12&\n" +
-	"\x0fnext_page_token\x18\x03 \x01(\tR\rnextPageToken\"k\n" +
+	"\x0fnext_page_token\x18\x03 \x01(\tR\rnextPageToken\"\x93\x01\n" +
 	"\x13UpdateMemberRequest\x12'\n" +
 	"\x0forganization_id\x18\x01 \x01(\tR\x0eorganizationId\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\tR\x06userId\x12\x12\n" +
-	"\x04role\x18\x03 \x01(\tR\x04role\"W\n" +
+	"\x04role\x18\x03 \x01(\tR\x04role\x12\x1b\n" +
+	"\x06status\x18\x04 \x01(\tH\x00R\x06status\x88\x01\x01B\t\n" +
+	"\a_status\"W\n" +
 	"\x13RemoveMemberRequest\x12'\n" +
 	"\x0forganization_id\x18\x01 \x01(\tR\x0eorganizationId\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\tR\x06userId\"\x16\n" +
@@ -1879,6 +1893,7 @@ func file_svc_v1_organization_proto_init() {
 	}
 	file_svc_v1_organization_proto_msgTypes[6].OneofWrappers = []any{}
 	file_svc_v1_organization_proto_msgTypes[15].OneofWrappers = []any{}
+	file_svc_v1_organization_proto_msgTypes[23].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

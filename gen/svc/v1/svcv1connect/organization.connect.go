@@ -111,7 +111,7 @@ type OrganizationServiceClient interface {
 	// ListMembers lists the members of an organization and, when asked, its
 	// pending invitations.
 	ListMembers(context.Context, *connect.Request[v1.ListMembersRequest]) (*connect.Response[v1.ListMembersResponse], error)
-	// UpdateMember changes a member's role.
+	// UpdateMember changes a member's role or status (suspends or reinstates).
 	UpdateMember(context.Context, *connect.Request[v1.UpdateMemberRequest]) (*connect.Response[v1.Member], error)
 	// RemoveMember removes a member from an organization. A member may remove
 	// themself; removing anybody else takes the admin role.
@@ -346,7 +346,7 @@ type OrganizationServiceHandler interface {
 	// ListMembers lists the members of an organization and, when asked, its
 	// pending invitations.
 	ListMembers(context.Context, *connect.Request[v1.ListMembersRequest]) (*connect.Response[v1.ListMembersResponse], error)
-	// UpdateMember changes a member's role.
+	// UpdateMember changes a member's role or status (suspends or reinstates).
 	UpdateMember(context.Context, *connect.Request[v1.UpdateMemberRequest]) (*connect.Response[v1.Member], error)
 	// RemoveMember removes a member from an organization. A member may remove
 	// themself; removing anybody else takes the admin role.
