@@ -39,6 +39,12 @@ type AppOption func(*appOptions)
 
 type appOptions struct {
 	tracerProvider trace.TracerProvider
+	settle         SettleFunc
+}
+
+// WithQuotaSettler gives the admin API's settle-quota action its function.
+func WithQuotaSettler(f SettleFunc) AppOption {
+	return func(o *appOptions) { o.settle = f }
 }
 
 // WithTracerProvider makes the edge's spans with tp instead of the global
@@ -142,7 +148,7 @@ func NewApp(cfg *config.Config, log *slog.Logger, version string, opts ...AppOpt
 	}
 	a.admin = &http.Server{
 		Addr:              cfg.Admin.Addr,
-		Handler:           AdminHandler(reg, checks...),
+		Handler:           adminMux(AdminHandler(reg, checks...), newOperator(limits, auth, log, cfg.Admin.Addr, o.settle)),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      30 * time.Second,

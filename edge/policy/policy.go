@@ -7,6 +7,7 @@
 package policy
 
 import (
+	"maps"
 	"slices"
 
 	"github.com/orgedge/edge/config"
@@ -48,4 +49,13 @@ func (t *Table) Rule(procedure string) *Rule {
 		return r
 	}
 	return &Rule{config.Operation{Procedure: procedure}}
+}
+
+// Operations returns every row of the table, by procedure.
+func (t *Table) Operations() []config.Operation {
+	out := make([]config.Operation, 0, len(t.rules))
+	for _, name := range slices.Sorted(maps.Keys(t.rules)) {
+		out = append(out, t.rules[name].Operation)
+	}
+	return out
 }

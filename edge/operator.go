@@ -1,0 +1,364 @@
+package edge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/orgedge/edge/config"
+	"github.com/orgedge/edge/edge/authn"
+	"github.com/orgedge/edge/edge/ratelimit"
+	"github.com/orgedge/edge/identity"
+)
+
+// SettleFunc reconciles one subject's environment quota with the backend's
+// list of its environments, and returns what it changed (any value that
+// encodes as JSON).
+//
+// HOOK(quota): the "quota" work reconciles the edge's environment
+// accounting with the backend in edge/quota; once it lands, App wires its
+// function here (see NewApp). Until then settle-quota answers 501.
+type SettleFunc func(ctx context.Context, subject string) (any, error)
+
+// operator is the admin API for one customer: inspect a subject's limits
+// and act on them (docs/operations.md, "Operator controls"). It lives on the
+// admin listener. When that listener is not on loopback, every call needs a
+// bearer token with the role svc-admin, verified like the API's tokens.
+type operator struct {
+	limits    *Limits
+	auth      *authn.Authenticator
+	log       *slog.Logger
+	needToken bool
+	settle    SettleFunc
+}
+
+// Operator roles and bounds.
+const (
+	operatorRole      = "svc-admin"
+	maxSubjectLen     = 256
+	operatorDeadline  = 5 * time.Second
+	operatorPathStart = "/admin/v1/subjects/"
+)
+
+func newOperator(l *Limits, auth *authn.Authenticator, log *slog.Logger, adminAddr string, settle SettleFunc) *operator {
+	return &operator{limits: l, auth: auth, log: log, needToken: !loopbackAddr(adminAddr), settle: settle}
+}
+
+// loopbackAddr reports whether host:port listens on loopback only.
+func loopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// adminMux serves the operator API beside the admin handler's paths.
+func adminMux(admin http.Handler, o *operator) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/", admin)
+	o.register(mux)
+	return mux
+}
+
+func (o *operator) register(mux *http.ServeMux) {
+	mux.HandleFunc("GET "+operatorPathStart+"{subject}", o.guard("inspect", o.inspect))
+	mux.HandleFunc("POST "+operatorPathStart+"{subject}/reset-limits", o.guard("reset-limits", o.resetLimits))
+	mux.HandleFunc("POST "+operatorPathStart+"{subject}/release-streams", o.guard("release-streams", o.releaseStreams))
+	mux.HandleFunc("POST "+operatorPathStart+"{subject}/settle-quota", o.guard("settle-quota", o.settleQuota))
+}
+
+// operatorFunc answers one action on subject: a value to encode, or an
+// error with its HTTP status.
+type operatorFunc func(ctx context.Context, r *http.Request, subject string) (any, error)
+
+type statusError struct {
+	status int
+	err    error
+}
+
+func (e *statusError) Error() string { return e.err.Error() }
+
+// guard authenticates the operator, bounds the call, runs it and writes
+// the audit line of every action (inspections too: they read a customer's
+// state).
+func (o *operator) guard(action string, f operatorFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		who, err := o.who(r)
+		if err != nil {
+			status := http.StatusUnauthorized
+			if errors.Is(err, errNotAdmin) {
+				status = http.StatusForbidden
+				o.log.Warn("admin action refused", "audit", "operator", "action", action, "who", who, "remote", r.RemoteAddr, "err", err)
+			}
+			writeJSON(w, status, map[string]string{"error": err.Error()})
+			return
+		}
+		subject := r.PathValue("subject")
+		if subject == "" || len(subject) > maxSubjectLen {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": fmt.Sprintf("the subject (a token's sub) must have 1 to %d bytes", maxSubjectLen)})
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), operatorDeadline)
+		defer cancel()
+		out, err := f(ctx, r, subject)
+		status := http.StatusOK
+		if err != nil {
+			status = http.StatusServiceUnavailable
+			if se := (*statusError)(nil); errors.As(err, &se) {
+				status = se.status
+			}
+			out = map[string]string{"error": err.Error()}
+		}
+		// The audit line: who did what to whom, when (the line's time),
+		// and how it went. It names the subject in clear, unlike the
+		// access log: an audit trail must say whose counters were reset.
+		level := slog.LevelInfo
+		if err != nil {
+			level = slog.LevelWarn
+		}
+		o.log.LogAttrs(r.Context(), level, "admin action",
+			slog.String("audit", "operator"),
+			slog.String("action", action), slog.String("who", who), slog.String("subject", subject),
+			slog.Int("status", status), slog.String("remote", r.RemoteAddr),
+			slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000))
+		writeJSON(w, status, out)
+	}
+}
+
+var errNotAdmin = errors.New("the token lacks the role " + operatorRole)
+
+// who names the operator: the verified token's client or user, or
+// "loopback" when the admin listener is on loopback and no token came.
+func (o *operator) who(r *http.Request) (string, error) {
+	if !o.needToken && r.Header.Get("Authorization") == "" {
+		return "loopback", nil
+	}
+	p, err := o.auth.Authenticate(r.Context(), r.Header)
+	if err != nil {
+		var ie *identity.Error
+		if errors.As(err, &ie) {
+			return "", fmt.Errorf("%s: %s (the admin API on a non-loopback listener needs a bearer token with the role %s)", ie.Reason, ie.Message, operatorRole)
+		}
+		return "", errors.New("invalid token")
+	}
+	name := operatorName(p)
+	if !p.HasRole(operatorRole) {
+		return name, errNotAdmin
+	}
+	return name, nil
+}
+
+func operatorName(p *identity.Principal) string {
+	switch {
+	case p.Username != "":
+		return p.Username
+	case p.ClientID != "":
+		return p.ClientID
+	}
+	return "sub:" + p.Subject
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+// SubjectState is what GET /admin/v1/subjects/{subject} answers.
+type SubjectState struct {
+	Subject     string `json:"subject"`
+	SubjectHash string `json:"subject_hash"` // as the access log names it
+	Plan        string `json:"plan"`
+	// PlanSource: "subject_plans", "default_plan", or "query" (?plan=).
+	// A token's plan claim comes first at call time; the edge cannot know
+	// it here, so ?plan= says which plan to look at.
+	PlanSource string       `json:"plan_source"`
+	Limits     []LimitState `json:"limits"`
+	Daily      *DailyState  `json:"daily,omitempty"`
+	// RequestsThisMonth counts admitted calls (UTC month).
+	RequestsThisMonth int64        `json:"requests_this_month"`
+	Streams           []StreamUse  `json:"streams"`
+	Environments      Environments `json:"environments"`
+}
+
+// LimitState is one GCRA limit's standing.
+type LimitState struct {
+	Name              string  `json:"name"` // plan, op:<Method>
+	RequestsPerMinute int     `json:"requests_per_minute"`
+	Burst             int     `json:"burst"`
+	Remaining         int     `json:"remaining"`
+	ResetAfterSeconds float64 `json:"reset_after_seconds"` // until back to full
+	Shadow            bool    `json:"shadow,omitempty"`
+}
+
+// DailyState is the daily cap's standing.
+type DailyState struct {
+	Limit     int       `json:"limit"`
+	Used      int64     `json:"used"`
+	Remaining int       `json:"remaining"`
+	ResetAt   time.Time `json:"reset_at"`
+	Shadow    bool      `json:"shadow,omitempty"`
+}
+
+// StreamUse is the subject's open streams of one procedure with a bound.
+// Leases are per subject, so every bounded procedure shows the same count.
+type StreamUse struct {
+	Procedure string `json:"procedure"`
+	Open      int    `json:"open"`
+	Limit     int    `json:"limit"`
+}
+
+// Environments is the subject's environment quota use this month.
+type Environments struct {
+	Running          int     `json:"running"`
+	CreatedThisMonth int     `json:"created_this_month"`
+	VCPUHours        float64 `json:"vcpu_hours"`
+	MemoryGBHours    float64 `json:"memory_gb_hours"`
+	Quotas           Quotas  `json:"quotas"`
+}
+
+// Quotas are the subject's environment quotas (0: unlimited).
+type Quotas struct {
+	ConcurrentEnvironments int     `json:"concurrent_environments"`
+	EnvironmentsPerMonth   int     `json:"environments_per_month"`
+	VCPUHoursPerMonth      float64 `json:"vcpu_hours_per_month"`
+	MemoryGBHoursPerMonth  float64 `json:"memory_gb_hours_per_month"`
+}
+
+// rateRequest is the request whose limits a subject has under pol: the
+// plan's and those of every operation with a rate of its own.
+func rateRequest(pol *Policy, subject, planName string, plan config.Plan) ratelimit.Request {
+	req := ratelimit.Request{
+		Subject: subject,
+		Limits:  []ratelimit.Limit{{Name: planLimit, Rate: plan.RequestsPerMinute, Period: time.Minute, Burst: plan.Burst}},
+		Daily:   plan.RequestsPerDay,
+	}
+	for _, op := range pol.Table.Operations() {
+		if op.RatePerMinute > 0 {
+			_, method, _ := strings.Cut(strings.TrimPrefix(op.Procedure, "/"), "/")
+			req.Limits = append(req.Limits, ratelimit.Limit{Name: operationPrefix + method, Rate: op.RatePerMinute, Period: time.Minute, Burst: op.RatePerMinute})
+		}
+	}
+	return req
+}
+
+// planOf is the plan an operator looks at: ?plan= if it names a plan, else
+// the subject's subject_plans entry, else the default plan.
+func planOf(pol *Policy, r *http.Request, subject string) (name, source string, plan config.Plan, err error) {
+	if q := r.URL.Query().Get("plan"); q != "" {
+		p, ok := pol.Limits.Plans[strings.ToLower(q)]
+		if !ok {
+			return "", "", config.Plan{}, &statusError{http.StatusBadRequest, fmt.Errorf("plan %q is not configured", q)}
+		}
+		return strings.ToLower(q), "query", p, nil
+	}
+	name, plan = pol.Limits.PlanFor("", subject)
+	source = "default_plan"
+	if _, ok := pol.Limits.SubjectPlans[subject]; ok {
+		source = "subject_plans"
+	}
+	return name, source, plan, nil
+}
+
+func (o *operator) inspect(ctx context.Context, r *http.Request, subject string) (any, error) {
+	pol := o.limits.Policy()
+	planName, source, plan, err := planOf(pol, r, subject)
+	if err != nil {
+		return nil, err
+	}
+	d, err := o.limits.Rates.Peek(ctx, rateRequest(pol, subject, planName, plan))
+	if err != nil {
+		return nil, fmt.Errorf("read rate limits: %w", err)
+	}
+	st := SubjectState{Subject: subject, SubjectHash: subjectHash(subject), Plan: planName, PlanSource: source,
+		RequestsThisMonth: d.Month, Streams: []StreamUse{}}
+	for _, s := range d.States {
+		if s.Name == ratelimit.DailyName {
+			st.Daily = &DailyState{Limit: s.Limit, Used: d.Today, Remaining: s.Remaining,
+				ResetAt: o.limits.Now().Add(s.ResetAfter).UTC().Truncate(time.Second), Shadow: plan.Shadow}
+			continue
+		}
+		shadow := plan.Shadow
+		if s.Name != planLimit {
+			shadow = opShadow(pol, strings.TrimPrefix(s.Name, operationPrefix))
+		}
+		st.Limits = append(st.Limits, LimitState{Name: s.Name, RequestsPerMinute: s.Limit, Burst: s.Burst,
+			Remaining: s.Remaining, ResetAfterSeconds: s.ResetAfter.Round(time.Millisecond).Seconds(), Shadow: shadow})
+	}
+	var open int
+	var bounded []config.Operation
+	for _, op := range pol.Table.Operations() {
+		if op.ConcurrentStreams > 0 {
+			bounded = append(bounded, op)
+		}
+	}
+	if len(bounded) > 0 {
+		if open, err = o.limits.Streams.Open(ctx, subject); err != nil {
+			return nil, fmt.Errorf("read streams: %w", err)
+		}
+	}
+	for _, op := range bounded {
+		st.Streams = append(st.Streams, StreamUse{Procedure: op.Procedure, Open: open, Limit: op.ConcurrentStreams})
+	}
+	u, err := o.limits.Envs.Usage(ctx, subject)
+	if err != nil {
+		return nil, fmt.Errorf("read environment quota: %w", err)
+	}
+	st.Environments = Environments{Running: u.Environments, CreatedThisMonth: u.Created,
+		VCPUHours: u.VCPUHours, MemoryGBHours: u.MemoryGBHours, Quotas: Quotas(pol.Limits.QuotasFor(subject, planName))}
+	return st, nil
+}
+
+// opShadow reports whether the operation named by method is in shadow mode.
+func opShadow(pol *Policy, method string) bool {
+	for _, op := range pol.Table.Operations() {
+		if strings.HasSuffix(op.Procedure, "/"+method) {
+			return op.Shadow
+		}
+	}
+	return false
+}
+
+func (o *operator) resetLimits(ctx context.Context, r *http.Request, subject string) (any, error) {
+	pol := o.limits.Policy()
+	var names []string
+	// Every plan's limit shares one key ("plan"), so resetting it covers
+	// whichever plan the subject's token names.
+	for _, l := range rateRequest(pol, subject, "", config.Plan{}).Limits {
+		names = append(names, l.Name)
+	}
+	if err := o.limits.Rates.Reset(ctx, subject, names); err != nil {
+		return nil, err
+	}
+	return map[string]any{"reset": append(names, ratelimit.DailyName)}, nil
+}
+
+func (o *operator) releaseStreams(ctx context.Context, r *http.Request, subject string) (any, error) {
+	n, err := o.limits.Streams.ReleaseAll(ctx, subject)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"released": n}, nil
+}
+
+func (o *operator) settleQuota(ctx context.Context, r *http.Request, subject string) (any, error) {
+	if o.settle == nil {
+		return nil, &statusError{http.StatusNotImplemented, errors.New("settling the environment quota against the backend is not available in this build")}
+	}
+	return o.settle(ctx, subject)
+}

@@ -1,0 +1,139 @@
+package edge_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/orgedge/edge/config"
+	"github.com/orgedge/edge/edge"
+	"github.com/orgedge/edge/edge/quota"
+	"github.com/orgedge/edge/internal/testenv"
+	"github.com/orgedge/edge/internal/testkit"
+)
+
+// adminCall calls the operator API as curl would, with token unless empty.
+func adminCall(t *testing.T, method, base, path, token string) (int, []byte) {
+	t.Helper()
+	r, _ := http.NewRequest(method, base+path, nil)
+	if token != "" {
+		r.Header.Set("Authorization", "Bearer "+token)
+	}
+	res, err := testkit.HTTP1Client.Do(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, b
+}
+
+func TestSupportEngineerInspectsAndUnblocksOneCustomerWithAnAuditTrail(t *testing.T) {
+	s := startFromFile(t, func(c *config.Config) {
+		c.Admin.Addr = "0.0.0.0:0" // not loopback: tokens required
+		c.Limits.Plans = map[string]config.Plan{"free": {RequestsPerMinute: 1, Burst: 2, RequestsPerDay: 100}}
+	})
+	admin := strings.Replace(s.edge.AdminURL, "[::]", "127.0.0.1", 1)
+	tok := s.token("free-op-erin")
+	sub := subjectOf(t, tok)
+	path := "/admin/v1/subjects/" + url.PathEscape(sub)
+
+	for range 2 {
+		statusOf(t, testkit.HTTP1Client, s.edge.URL, tok, listOrgs)
+	}
+	if code, _ := statusOf(t, testkit.HTTP1Client, s.edge.URL, tok, listOrgs); code != http.StatusTooManyRequests {
+		t.Fatalf("status %d, want 429 before the support engineer steps in", code)
+	}
+	// A crashed edge left a stream lease behind.
+	streams := quota.NewStreams(testenv.Redis(t), quota.WithKeyPrefix(s.edge.Config.Redis.KeyPrefix))
+	lease, err := streams.Acquire(context.Background(), sub, 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(lease.Release)
+
+	if code, body := adminCall(t, "GET", admin, path, ""); code != http.StatusUnauthorized {
+		t.Fatalf("no token: %d %s, want 401", code, body)
+	}
+	if code, body := adminCall(t, "GET", admin, path, s.token("svc-viewer")); code != http.StatusForbidden {
+		t.Fatalf("svc-viewer: %d %s, want 403", code, body)
+	}
+	adminTok := s.token("svc-admin")
+	code, body := adminCall(t, "GET", admin, path, adminTok)
+	if code != http.StatusOK {
+		t.Fatalf("inspect: %d %s", code, body)
+	}
+	var st edge.SubjectState
+	if err := json.Unmarshal(body, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Plan != "free" || len(st.Limits) == 0 || st.Limits[0].Name != "plan" || st.Limits[0].Remaining != 0 || st.Limits[0].ResetAfterSeconds <= 60 {
+		t.Errorf("plan limit %+v on %q, want free with 0 remaining and more than a minute to full:\n%s", st.Limits, st.Plan, body)
+	}
+	if st.Daily == nil || st.Daily.Used != 2 || st.Daily.Remaining != 98 || st.RequestsThisMonth != 2 {
+		t.Errorf("daily %+v, month %d; want 2 used of 100, 2 this month:\n%s", st.Daily, st.RequestsThisMonth, body)
+	}
+	var watch *edge.StreamUse
+	for i := range st.Streams {
+		if strings.HasSuffix(st.Streams[i].Procedure, "/WatchEnvironment") {
+			watch = &st.Streams[i]
+		}
+	}
+	if watch == nil || watch.Open != 1 || watch.Limit != 20 {
+		t.Errorf("streams %+v, want WatchEnvironment 1 open of 20", st.Streams)
+	}
+	if st.Environments.Quotas != (edge.Quotas{}) || st.Environments.Running != 0 {
+		t.Errorf("environments %+v", st.Environments)
+	}
+
+	if code, body := adminCall(t, "POST", admin, path+"/reset-limits", adminTok); code != http.StatusOK {
+		t.Fatalf("reset-limits: %d %s", code, body)
+	}
+	if code, _ := statusOf(t, testkit.HTTP1Client, s.edge.URL, tok, listOrgs); code != http.StatusOK {
+		t.Errorf("after reset-limits: status %d, want 200", code)
+	}
+	code, body = adminCall(t, "POST", admin, path+"/release-streams", adminTok)
+	if code != http.StatusOK || !strings.Contains(string(body), `"released": 1`) {
+		t.Errorf("release-streams: %d %s, want 1 released", code, body)
+	}
+	if n, err := streams.Open(context.Background(), sub); err != nil || n != 0 {
+		t.Errorf("open leases after release-streams: %d (%v), want 0", n, err)
+	}
+	if code, body := adminCall(t, "POST", admin, path+"/settle-quota", adminTok); code != http.StatusNotImplemented {
+		t.Errorf("settle-quota without a settler: %d %s, want 501", code, body)
+	}
+
+	// The audit trail: who did what to whom.
+	var actions []string
+	for line := range strings.Lines(s.log.String()) {
+		var l struct {
+			Msg, Audit, Action, Who, Subject string
+			Status                           int
+		}
+		if json.Unmarshal([]byte(line), &l) == nil && l.Audit == "operator" {
+			if l.Subject != "" && l.Subject != sub {
+				t.Errorf("audit line names subject %q, want %q", l.Subject, sub)
+			}
+			actions = append(actions, l.Action+" by "+l.Who)
+		}
+	}
+	want := "inspect by service-account-svc-viewer|inspect by service-account-svc-admin|reset-limits by service-account-svc-admin|release-streams by service-account-svc-admin|settle-quota by service-account-svc-admin"
+	if got := strings.Join(actions, "|"); got != want {
+		t.Errorf("audit lines:\n%s\nwant\n%s", got, want)
+	}
+}
+
+func TestOperatorAPIOnLoopbackNeedsNoToken(t *testing.T) {
+	s := startFromFile(t, nil)
+	code, body := adminCall(t, "GET", s.edge.AdminURL, "/admin/v1/subjects/someone", "")
+	if code != http.StatusOK || !strings.Contains(string(body), `"plan": "free"`) {
+		t.Fatalf("%d %s", code, body)
+	}
+	if !strings.Contains(s.log.String(), `"who":"loopback"`) {
+		t.Errorf("no audit line by loopback:\n%s", s.log.String())
+	}
+}
