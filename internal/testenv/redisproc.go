@@ -131,10 +131,10 @@ func (p *RedisProcess) start(bin string) error {
 		}
 		select {
 		case <-done:
-			return fmt.Errorf("exited on port %d: %s", p.Port, bytes.TrimSpace(out.Bytes()))
+			return fmt.Errorf("exited on port %d: %s%s", p.Port, bytes.TrimSpace(out.Bytes()), p.Log())
 		case <-ctx.Done():
 			p.Kill()
-			return fmt.Errorf("no answer on port %d after 10s: %v", p.Port, err)
+			return fmt.Errorf("no answer on port %d after 10s: %v\n%s", p.Port, err, p.Log())
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
