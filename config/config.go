@@ -62,6 +62,12 @@ type Upstream struct {
 	URL string `yaml:"url"`
 	// DialTimeout bounds connecting to the backend. Default 2s.
 	DialTimeout time.Duration `yaml:"dial_timeout"`
+	// AdminURL is the backend's admin listener, http://host:port, where the
+	// edge reconciles its environment quota records with the backend's
+	// environments (limits.reconcile_interval). Empty: no reconciliation
+	// (environments deleted around the edge keep their quota slot). Env
+	// EDGE_UPSTREAM_ADMIN_URL.
+	AdminURL string `yaml:"admin_url"`
 }
 
 // OIDC configures token verification.
@@ -223,6 +229,11 @@ type Limits struct {
 	// renewal: a crashed edge's streams free themselves within it. Default
 	// 30s; 3s to 10m.
 	StreamLease time.Duration `yaml:"stream_lease"`
+	// ReconcileInterval is how often the edge reconciles its records of
+	// running environments with the backend (upstream.admin_url), so that
+	// an environment deleted around the edge gives its quota back within
+	// it. Default 1m; 1s to 1h.
+	ReconcileInterval time.Duration `yaml:"reconcile_interval"`
 	// EnvironmentSize is what one environment counts for compute quotas,
 	// per hour of its lifetime. Default 2 vCPUs, 4 GB.
 	EnvironmentSize EnvironmentSize `yaml:"environment_size"`

@@ -17,6 +17,7 @@ var envVars = []envVar{
 	{"EDGE_TLS_KEY_FILE", "listen.tls.key_file", func(c *Config, v string) { c.Listen.TLS.KeyFile = v }},
 	{"EDGE_ADMIN_ADDR", "admin.addr", func(c *Config, v string) { c.Admin.Addr = v }},
 	{"EDGE_UPSTREAM_URL", "upstream.url", func(c *Config, v string) { c.Upstream.URL = v }},
+	{"EDGE_UPSTREAM_ADMIN_URL", "upstream.admin_url", func(c *Config, v string) { c.Upstream.AdminURL = v }},
 	{"EDGE_OIDC_ISSUER_URL", "oidc.issuer_url", func(c *Config, v string) { c.OIDC.IssuerURL = v }},
 	{"EDGE_OIDC_AUDIENCE", "oidc.audience", func(c *Config, v string) { c.OIDC.Audience = v }},
 	{"EDGE_REDIS_ADDR", "redis.addr", func(c *Config, v string) { c.Redis.Addr = v }},

@@ -28,7 +28,7 @@ upstream:
   adress: http://127.0.0.1:8082
 `))
 	fmt.Println(err)
-	// Output: line 3: upstream.adress: unknown field; expected one of url, dial_timeout
+	// Output: line 3: upstream.adress: unknown field; expected one of url, dial_timeout, admin_url
 }
 
 func ExampleConfig_Validate() {

@@ -21,10 +21,11 @@ func TestDefaultLimitsAreTheSpecsTables(t *testing.T) {
 			"pro":        {RequestsPerMinute: 300, RequestsPerDay: 100000, Burst: 500},
 			"enterprise": {RequestsPerMinute: 1000, RequestsPerDay: 0, Burst: 2000},
 		},
-		StreamLease:     30 * time.Second,
-		EnvironmentSize: config.EnvironmentSize{VCPUs: 2, MemoryGB: 4},
-		OnRedisFailure:  config.FailOpen,
-		LocalShare:      0.5,
+		StreamLease:       30 * time.Second,
+		ReconcileInterval: time.Minute,
+		EnvironmentSize:   config.EnvironmentSize{VCPUs: 2, MemoryGB: 4},
+		OnRedisFailure:    config.FailOpen,
+		LocalShare:        0.5,
 	}
 	a := config.Default()
 	if !reflect.DeepEqual(a.Limits, want) {
@@ -212,7 +213,7 @@ func TestLimitsFieldsAreNamedWithTheirLine(t *testing.T) {
 		{"limits:\n  subject_quotas:\n    alice:\n      vcpus: 5\n",
 			"line 4: limits.subject_quotas.alice.vcpus: unknown field; expected one of concurrent_environments, environments_per_month, vcpu_hours_per_month, memory_gb_hours_per_month"},
 		{"limits:\n  plan: pro\n",
-			"line 2: limits.plan: unknown field; expected one of default_plan, plans, subject_plans, subject_quotas, stream_lease, environment_size, on_redis_failure, local_share"},
+			"line 2: limits.plan: unknown field; expected one of default_plan, plans, subject_plans, subject_quotas, stream_lease, reconcile_interval, environment_size, on_redis_failure, local_share"},
 		{"limits:\n  subject_plans:\n    alice: [pro]\n", "line 3: limits.subject_plans.alice: cannot unmarshal !!seq into string"},
 		{"limits:\n  subject_plans:\n    a.b@example.com: [pro]\n", `line 3: limits.subject_plans["a.b@example.com"]: cannot unmarshal !!seq into string`},
 		{"limits:\n  plans:\n    free:\n      burst: lots\n", "line 4: limits.plans.free.burst: cannot unmarshal !!str `lots` into int"},

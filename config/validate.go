@@ -55,6 +55,9 @@ func (c *Config) Validate() error {
 
 	checkUpstreamURL(&p, "upstream.url", c.Upstream.URL)
 	checkPositive(&p, "upstream.dial_timeout", c.Upstream.DialTimeout)
+	if c.Upstream.AdminURL != "" {
+		checkUpstreamURL(&p, "upstream.admin_url", c.Upstream.AdminURL)
+	}
 
 	checkIssuerURL(&p, "oidc.issuer_url", c.OIDC.IssuerURL)
 	if c.OIDC.ClockSkew < 0 || c.OIDC.ClockSkew > maxClockSkew {
@@ -405,6 +408,9 @@ func checkLimits(p *problems, l Limits) {
 
 	if l.StreamLease < minStreamLease || l.StreamLease > maxStreamLease {
 		p.add("limits.stream_lease", "must be between %s and %s, not %s", minStreamLease, maxStreamLease, l.StreamLease)
+	}
+	if l.ReconcileInterval < time.Second || l.ReconcileInterval > time.Hour {
+		p.add("limits.reconcile_interval", "must be between 1s and 1h, not %s", l.ReconcileInterval)
 	}
 	checkPositiveFloat(p, "limits.environment_size.vcpus", l.EnvironmentSize.VCPUs)
 	checkPositiveFloat(p, "limits.environment_size.memory_gb", l.EnvironmentSize.MemoryGB)

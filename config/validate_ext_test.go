@@ -24,6 +24,7 @@ import (
 func valid() *config.Config {
 	c := config.Default()
 	c.Upstream.URL = "http://127.0.0.1:8082"
+	c.Upstream.AdminURL = "http://127.0.0.1:9092" // the backend's admin listener, for reconciliation
 	c.OIDC.IssuerURL = "http://127.0.0.1:8081/realms/dev"
 	return c
 }

@@ -32,6 +32,8 @@ type App struct {
 	redis              redis.UniversalClient
 	failed             chan error
 	reloadState
+	reconciler     *Reconciler
+	stopBackground context.CancelFunc
 }
 
 // AppOption changes how NewApp builds the edge.
@@ -103,14 +105,22 @@ func NewApp(cfg *config.Config, log *slog.Logger, version string, opts ...AppOpt
 		Log: log,
 	}
 	a.limits = limits
+	if cfg.Upstream.AdminURL != "" {
+		limits.Reconciler = NewReconciler(limits.Envs, cfg.Upstream.AdminURL, cfg.Limits.ReconcileInterval, log)
+		a.reconciler = limits.Reconciler
+	}
 	idem := idempotency.New(a.redis, idempotency.Options{
 		TTL: cfg.Idempotency.TTL, Lease: cfg.Idempotency.Lease, MaxResponseBytes: int(cfg.Idempotency.MaxResponseBytes),
 		MaxRequestBytes: int64(cfg.Requests.MaxBodyBytes), Timeout: callTimeout,
 		FailOpen: cfg.Idempotency.OnRedisFailure == config.FailOpen, Logger: log, KeyPrefix: cfg.Redis.KeyPrefix,
 	})
+	metrics := NewMetrics(reg, auth, limits, version)
+	if a.reconciler != nil {
+		a.reconciler.metrics = metrics
+	}
 	handler, err := New(Options{
 		Config: cfg, Auth: auth, Procedures: procs, Logger: log, Limits: limits, Idempotency: idem,
-		Metrics:        NewMetrics(reg, auth, limits, version),
+		Metrics:        metrics,
 		TracerProvider: o.tracerProvider,
 	})
 	if err != nil {
@@ -188,6 +198,13 @@ func (a *App) Listen() error {
 			a.failed <- fmt.Errorf("admin listener: %w", err)
 		}
 	}()
+	ctx, cancel := context.WithCancel(context.Background())
+	a.stopBackground = cancel
+	if a.reconciler != nil {
+		go a.reconciler.Run(ctx)
+	} else {
+		a.log.Warn("upstream.admin_url is not set: environment quotas are not reconciled with the backend, so an environment deleted around the edge keeps its slot")
+	}
 	return nil
 }
 
@@ -225,16 +242,26 @@ func (a *App) warmRedis() {
 	}
 }
 
+// Reconciler is the edge's reconciliation of environment quotas with the
+// backend; nil without upstream.admin_url.
+func (a *App) Reconciler() *Reconciler { return a.reconciler }
+
 // Shutdown stops accepting calls and waits for open ones, streams
 // included, until ctx ends; the admin listener goes last so that probes see
 // the drain.
 func (a *App) Shutdown(ctx context.Context) error {
+	if a.stopBackground != nil {
+		a.stopBackground()
+	}
 	err := a.api.Shutdown(ctx)
 	return errors.Join(err, a.admin.Shutdown(ctx))
 }
 
 // Close releases what Shutdown leaves: connections to Redis.
 func (a *App) Close() {
+	if a.stopBackground != nil {
+		a.stopBackground()
+	}
 	if a.redis != nil {
 		_ = a.redis.Close()
 	}

@@ -173,7 +173,11 @@ func (s *Server) serve(w *recorder, r *http.Request, call classify.Call, problem
 	}
 
 	ctx, span := s.tracing.start(r.Context(), spanLimits)
-	admitted, refusal := s.limits.admit(ctx, w, call, p, rule, pol)
+	admit := s.limits.admit
+	if s.replays(ctx, r, call, p, rule) {
+		admit = s.limits.admitReplay
+	}
+	admitted, refusal := admit(ctx, w, call, p, rule, pol)
 	span.End()
 	if refusal != nil {
 		s.refuse(w, r, refusal)
@@ -217,7 +221,11 @@ func (s *Server) serve(w *recorder, r *http.Request, call classify.Call, problem
 	defer cancel()
 	r = r.WithContext(ctx)
 	if s.idem != nil && !call.Streaming {
-		s.idempotency(w, r, call, p.Subject, rule.Idempotent)
+		next := s.proxy
+		if admitted.replay {
+			next = replayGone{s}
+		}
+		s.idempotency(w, r, call, p.Subject, rule.Idempotent, next)
 		return p
 	}
 	s.proxy.ServeHTTP(w, r)
@@ -260,14 +268,14 @@ func (s *Server) authenticate(r *http.Request, call classify.Call, pol *Policy) 
 // idempotency runs the idempotency step, in a span of its own when the
 // call carries Idempotency-Key. The forwarded call's edge.upstream span is
 // the step's child: the step forwards it.
-func (s *Server) idempotency(w http.ResponseWriter, r *http.Request, call classify.Call, subject string, eligible bool) {
+func (s *Server) idempotency(w http.ResponseWriter, r *http.Request, call classify.Call, subject string, eligible bool, next http.Handler) {
 	if len(r.Header.Values(idempotency.HeaderKey)) == 0 {
-		s.metrics.idempotency(s.idem.Serve(w, r, call, subject, eligible, s.proxy))
+		s.metrics.idempotency(s.idem.Serve(w, r, call, subject, eligible, next))
 		return
 	}
 	ctx, span := s.tracing.start(r.Context(), spanIdempotency)
 	defer span.End()
-	outcome := s.idem.Serve(w, r.WithContext(ctx), call, subject, eligible, s.proxy)
+	outcome := s.idem.Serve(w, r.WithContext(ctx), call, subject, eligible, next)
 	s.metrics.idempotency(outcome)
 	if span.IsRecording() {
 		o := string(outcome)
@@ -276,6 +284,33 @@ func (s *Server) idempotency(w http.ResponseWriter, r *http.Request, call classi
 		}
 		span.SetAttributes(attrIdemOutcome.String(o))
 	}
+}
+
+// replays reports whether the idempotency step will answer the call from a
+// completed call's kept outcome (a retry with the same Idempotency-Key),
+// so that the call's operation rate and quotas do not apply: the operation
+// does not run again, and the retry must get the replay, not a refusal. It
+// asks Redis only for the calls those limits concern.
+func (s *Server) replays(ctx context.Context, r *http.Request, call classify.Call, p *identity.Principal, rule *policy.Rule) bool {
+	if s.idem == nil || call.Streaming || !rule.Idempotent || rule.RatePerMinute == 0 && rule.Quota != config.QuotaReserveEnvironment {
+		return false
+	}
+	if len(r.Header.Values(idempotency.HeaderKey)) == 0 {
+		return false
+	}
+	done, err := s.idem.Completed(ctx, r, call, p.Subject)
+	return err == nil && done
+}
+
+// replayGone stands in for the proxy on a call admitted as a replay: should
+// the kept outcome have expired between the look and the replay, the call
+// must not run without its quotas. Its answer (aborted) is not kept, so the
+// retry runs through every limit.
+type replayGone struct{ s *Server }
+
+func (g replayGone) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	g.s.refuse(w, r, apierror.New(connect.CodeAborted, "IDEMPOTENCY_KEY_EXPIRED",
+		"the kept outcome of this "+idempotency.HeaderKey+" expired meanwhile; retry the call", apierror.WithRetryAfter(time.Second)))
 }
 
 // refuse writes the edge's own error in the caller's protocol.
@@ -348,10 +383,12 @@ func (s *Server) modifyResponse(res *http.Response) error {
 	if !f.expires.IsZero() && res.StatusCode == http.StatusOK {
 		endAtExpiry(res, f)
 	}
+	if ids, more, ok := endedEnvironments(res.Header); ok {
+		s.limits.ended(res.Request.Context(), ids, more)
+	}
 	if f.admitted.watchesAnswer() {
-		if body, err := readAnswer(res); err == nil {
-			s.limits.answered(res.Request.Context(), f.admitted, f.call, res, body)
-		}
+		body, err := readAnswer(res)
+		s.limits.answered(res.Request.Context(), f.admitted, f.call, res, body, err)
 	}
 	if !f.call.UnaryConnect || res.StatusCode == http.StatusOK {
 		return nil

@@ -17,6 +17,7 @@ import (
 	"connectrpc.com/connect"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/orgedge/edge/config"
 	"github.com/orgedge/edge/edge/apierror"
@@ -38,6 +39,9 @@ type Limits struct {
 	Envs    *quota.Environments
 	Now     func() time.Time
 	Log     *slog.Logger
+	// Reconciler, when set, is asked for a pass when a forced delete's list
+	// of ended environments was cut short or could not be applied.
+	Reconciler *Reconciler
 
 	metrics *Metrics
 	policy  atomic.Pointer[Policy] // see Policy and App.Reload
@@ -62,6 +66,7 @@ type admission struct {
 	lease    *quota.Lease
 	reserved *quota.Reservation
 	release  bool // DeleteEnvironment: release the environment's quota on success
+	replay   bool // admitted as the retry of a completed call (admitReplay)
 	metrics  *Metrics
 }
 
@@ -87,19 +92,48 @@ func (a *admission) done(ctx context.Context) {
 // limit headers; when the call is refused it returns nil and the refusal to
 // answer. ctx carries the edge.limits span, which gets the decision.
 //
+// All of a call's limits are decided together: a call refused by any of
+// them consumes none. The stream lease and the environment reservation are
+// taken first, then the rates in one round trip; a rate refusal gives the
+// lease or the reservation back. So a plain unary call still costs one
+// Redis round trip, and a call refused by its stream cap or a quota costs
+// no rate and no daily count.
+//
 // A shadow limit (a plan's or an operation's, shadow: true) decides like
 // any other, headers and metrics included, but what it refuses is admitted
 // and counted as shadow_refused (see shadowed).
 func (l *Limits) admit(ctx context.Context, w http.ResponseWriter, c classify.Call, p *identity.Principal, rule *policy.Rule, pol *Policy) (*admission, *connect.Error) {
+	return l.admitCall(ctx, w, c, p, rule, pol, false)
+}
+
+// admitReplay admits a call whose answer the idempotency step holds
+// already (a retry of a completed call): only the plan's rate and daily cap
+// count it; the operation's rate and its quotas do not apply, since the
+// operation does not run again.
+func (l *Limits) admitReplay(ctx context.Context, w http.ResponseWriter, c classify.Call, p *identity.Principal, rule *policy.Rule, pol *Policy) (*admission, *connect.Error) {
+	return l.admitCall(ctx, w, c, p, rule, pol, true)
+}
+
+func (l *Limits) admitCall(ctx context.Context, w http.ResponseWriter, c classify.Call, p *identity.Principal, rule *policy.Rule, pol *Policy, replay bool) (*admission, *connect.Error) {
 	planName, plan := pol.Limits.PlanFor(p.Plan, p.Subject)
 	req := ratelimit.Request{
 		Subject: p.Subject,
 		Limits:  []ratelimit.Limit{{Name: planLimit, Rate: plan.RequestsPerMinute, Period: time.Minute, Burst: plan.Burst}},
 		Daily:   plan.RequestsPerDay,
 	}
-	if rule.RatePerMinute > 0 {
+	if rule.RatePerMinute > 0 && !replay {
 		req.Limits = append(req.Limits, ratelimit.Limit{Name: operationPrefix + c.Method, Rate: rule.RatePerMinute, Period: time.Minute, Burst: rule.RatePerMinute})
 	}
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.SetAttributes(attrPlan.String(planName))
+	}
+	a := &admission{plan: planName, limits: plan, replay: replay, metrics: l.metrics}
+	if !replay {
+		if refusal := l.hold(ctx, w, a, c, p, rule, planName, pol); refusal != nil {
+			return nil, refusal
+		}
+	}
+
 	d, err := l.Rates.Allow(ctx, req)
 	shadow := false
 	if err == nil && !d.Allowed && (plan.Shadow || rule.Shadow && rule.RatePerMinute > 0) {
@@ -108,24 +142,33 @@ func (l *Limits) admit(ctx context.Context, w http.ResponseWriter, c classify.Ca
 		d, shadow, err = l.shadowed(ctx, req, d, planName, plan, rule, p)
 	}
 	if err != nil {
+		a.done(ctx)
 		l.traced(ctx, "unavailable", "")
 		return nil, apierror.New(connect.CodeUnavailable, reasonUnavailable, "limits cannot be checked now (Redis unavailable); retry later")
 	}
-	if span := trace.SpanFromContext(ctx); span.IsRecording() {
-		span.SetAttributes(attrPlan.String(planName))
-	}
-	a := &admission{plan: planName, limits: plan, decision: d, metrics: l.metrics}
+	a.decision = d
 	if !shadow {
 		setRateLimitHeaders(w.Header(), d.States, l.Now())
 	}
 	if !d.Allowed {
+		a.done(ctx) // the lease and the reservation go back: nothing is consumed
 		l.decided(ctx, planName, d.Refused, false)
 		return nil, rateRefusal(d, planName)
 	}
 	if !shadow {
 		l.decided(ctx, planName, "rate", true)
 	}
+	if rule.Quota == config.QuotaReleaseEnvironment && !replay {
+		a.release = true
+	}
+	l.traced(ctx, "allowed", "")
+	return a, nil
+}
 
+// hold takes the call's stream lease and environment reservation into a.
+// It returns the refusal to answer when the stream cap or a quota refuses
+// (or Redis fails under fail_closed), having given back what it took.
+func (l *Limits) hold(ctx context.Context, w http.ResponseWriter, a *admission, c classify.Call, p *identity.Principal, rule *policy.Rule, planName string, pol *Policy) *connect.Error {
 	if rule.ConcurrentStreams > 0 && c.Streaming {
 		lease, err := l.Streams.Acquire(ctx, p.Subject, rule.ConcurrentStreams)
 		switch {
@@ -133,44 +176,51 @@ func (l *Limits) admit(ctx context.Context, w http.ResponseWriter, c classify.Ca
 			l.shadowRefused(ctx, planName, "streams", p)
 		case errors.Is(err, quota.ErrStreamLimit):
 			l.decided(ctx, planName, "streams", false)
-			return nil, apierror.New(connect.CodeResourceExhausted, quota.ReasonStreamLimit,
+			setQuotaHeaders(w.Header(), "streams", float64(rule.ConcurrentStreams), time.Time{}, 0, l.Now())
+			return apierror.New(connect.CodeResourceExhausted, quota.ReasonStreamLimit,
 				fmt.Sprintf("at most %d %s streams may be open at once; close one first", rule.ConcurrentStreams, c.Method),
 				apierror.WithMetadata("limit", strconv.Itoa(rule.ConcurrentStreams)))
 		case err != nil:
 			if e := l.outage(ctx, "stream lease", err); e != nil {
-				return nil, e
+				return e
 			}
 		default:
 			a.lease = lease
 			l.metrics.leaseHeld(1)
 		}
 	}
-
-	switch rule.Quota {
-	case config.QuotaReserveEnvironment:
-		q := quota.Quota(pol.Limits.QuotasFor(p.Subject, planName))
-		res, err := l.Envs.Reserve(ctx, p.Subject, q, quota.Size(pol.Limits.EnvironmentSize))
-		var qe *quota.QuotaError
-		switch {
-		case errors.As(err, &qe):
-			l.decided(ctx, planName, string(qe.Kind), false)
-			l.metrics.reservation(reservationRefused)
-			a.done(ctx)
-			return nil, quotaRefusal(qe, l.Now())
-		case err != nil:
-			if e := l.outage(ctx, "environment quota", err); e != nil {
-				a.done(ctx)
-				return nil, e
-			}
-		default:
-			a.reserved = res
-			l.metrics.reservation(reservationReserved)
-		}
-	case config.QuotaReleaseEnvironment:
-		a.release = true
+	if rule.Quota != config.QuotaReserveEnvironment {
+		return nil
 	}
-	l.traced(ctx, "allowed", "")
-	return a, nil
+	q := quota.Quota(pol.Limits.QuotasFor(p.Subject, planName))
+	res, err := l.Envs.Reserve(ctx, p.Subject, q, quota.Size(pol.Limits.EnvironmentSize))
+	var qe *quota.QuotaError
+	switch {
+	case errors.As(err, &qe):
+		l.decided(ctx, planName, string(qe.Kind), false)
+		l.metrics.reservation(reservationRefused)
+		a.done(ctx)
+		setQuotaHeaders(w.Header(), string(qe.Kind), qe.Limit, qe.RetryAt, monthWindow(qe), l.Now())
+		return quotaRefusal(qe, l.Now())
+	case err != nil:
+		if e := l.outage(ctx, "environment quota", err); e != nil {
+			a.done(ctx)
+			return e
+		}
+	default:
+		a.reserved = res
+		l.metrics.reservation(reservationReserved)
+	}
+	return nil
+}
+
+// monthWindow is the window of a monthly quota, for RateLimit-Policy: the
+// length of the month it renews after; 0 for the concurrent quota.
+func monthWindow(qe *quota.QuotaError) time.Duration {
+	if qe.RetryAt.IsZero() {
+		return 0
+	}
+	return qe.RetryAt.Sub(qe.RetryAt.AddDate(0, -1, 0))
 }
 
 // decided counts one limit decision and notes a refusal on the span of ctx.
@@ -208,15 +258,45 @@ func (l *Limits) outage(ctx context.Context, what string, err error) *connect.Er
 
 // answered sees the backend's answer to a call whose quota depends on it:
 // it confirms a reservation with the new environment's id, or releases a
-// deleted environment's quota. body is the whole answer.
-func (l *Limits) answered(ctx context.Context, a *admission, c classify.Call, res *http.Response, body []byte) {
+// deleted environment's quota. body is the whole answer, or readErr why it
+// could not be read.
+//
+// An answer the backend gave as a failure rolls the reservation back (in
+// done). A successful answer the edge cannot read never does: the
+// environment may exist. The reservation is then kept as a running
+// environment under a placeholder, counted in
+// edge_quota_unreadable_answers_total, logged, and left to reconciliation;
+// likewise an unreadable DeleteEnvironment releases nothing until
+// reconciliation finds the environment gone.
+func (l *Limits) answered(ctx context.Context, a *admission, c classify.Call, res *http.Response, body []byte, readErr error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
+	read := func(msg proto.Message) error {
+		if readErr != nil {
+			if res.StatusCode != http.StatusOK {
+				return wire.ErrFailed
+			}
+			return readErr
+		}
+		return wire.UnaryMessage(c, res, body, msg)
+	}
 	switch {
 	case a.reserved != nil:
 		created := new(svcv1.CreateEnvironmentResponse)
-		if err := wire.UnaryMessage(c, res, body, created); err != nil || created.Environment.GetId() == "" {
+		err := read(created)
+		switch {
+		case errors.Is(err, wire.ErrFailed):
 			return // done() rolls the reservation back
+		case err == nil && created.Environment.GetId() == "":
+			err = errors.New("no environment id in the answer")
+		}
+		if err != nil {
+			l.unreadable(ctx, c, err)
+			if err := a.reserved.Unreadable(ctx); err != nil {
+				l.Log.WarnContext(ctx, "environment quota: keeping an unreadable answer's reservation failed", "err", err)
+			}
+			a.reserved = nil
+			return
 		}
 		start := l.Now()
 		if t := created.Environment.GetCreatedAt(); t != nil {
@@ -230,7 +310,15 @@ func (l *Limits) answered(ctx context.Context, a *admission, c classify.Call, re
 		a.reserved = nil
 	case a.release:
 		deleted := new(svcv1.DeleteEnvironmentResponse)
-		if err := wire.UnaryMessage(c, res, body, deleted); err != nil || deleted.Environment.GetId() == "" {
+		err := read(deleted)
+		switch {
+		case errors.Is(err, wire.ErrFailed):
+			return
+		case err == nil && deleted.Environment.GetId() == "":
+			err = errors.New("no environment id in the answer")
+		}
+		if err != nil {
+			l.unreadable(ctx, c, err)
 			return
 		}
 		end := l.Now()
@@ -245,11 +333,71 @@ func (l *Limits) answered(ctx context.Context, a *admission, c classify.Call, re
 	}
 }
 
+// unreadable counts and logs a successful answer the edge could not read.
+func (l *Limits) unreadable(ctx context.Context, c classify.Call, err error) {
+	l.metrics.unreadableAnswer(c)
+	l.Log.WarnContext(ctx, "environment quota: cannot read a successful answer; kept as it is until reconciliation",
+		"procedure", c.Procedure, "protocol", c.Protocol, "err", err)
+}
+
+// ended releases, at once, the environments that a forced DeleteProject or
+// DeleteOrganization ended, as the backend listed them (EndedHeader). When
+// the list was cut short (EndedMoreHeader), a reconciliation pass runs now.
+func (l *Limits) ended(ctx context.Context, ids []string, more bool) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if len(ids) > 0 {
+		n, err := l.Envs.ReleaseAll(ctx, ids, l.Now())
+		if err != nil {
+			l.Log.WarnContext(ctx, "environment quota: releasing the environments of a forced delete failed; reconciliation will", "err", err)
+			more = true
+		}
+		for range n {
+			l.metrics.reservation(reservationReleased)
+		}
+	}
+	if more && l.Reconciler != nil {
+		l.Reconciler.Kick()
+	}
+}
+
 // watchesAnswer reports whether the edge must read the backend's answer.
 func (a *admission) watchesAnswer() bool { return a != nil && (a.reserved != nil || a.release) }
 
-// maxWatchedAnswer bounds an answer the edge reads for quotas.
+// maxWatchedAnswer bounds an answer the edge reads for quotas (before
+// decompression; wire bounds it after).
 const maxWatchedAnswer = 1 << 20
+
+// endedEnvironments reads the backend's list of the environments a call
+// ended (EndedHeader, EndedMoreHeader) and removes it from the answer: it is
+// for the edge alone. ok reports whether there was one.
+func endedEnvironments(h http.Header) (ids []string, more, ok bool) {
+	values, moreValue := h.Values(EndedHeader), h.Get(EndedMoreHeader)
+	if len(values) == 0 && moreValue == "" {
+		return nil, false, false
+	}
+	h.Del(EndedHeader)
+	h.Del(EndedMoreHeader)
+	for _, v := range values {
+		for _, id := range strings.Split(v, ",") {
+			if id = strings.TrimSpace(id); id != "" && len(id) <= 128 && len(ids) < maxEndedEnvironments {
+				ids = append(ids, id)
+			}
+		}
+	}
+	return ids, moreValue != "", true
+}
+
+// The backend's answer header listing the environments a forced delete
+// ended, comma-separated, and the header saying the list was cut short.
+// orgsvc writes them (orgsvc.EndedEnvironmentsHeader); the edge removes them.
+const (
+	EndedHeader     = "Orgsvc-Ended-Environments"
+	EndedMoreHeader = "Orgsvc-Ended-Environments-More"
+)
+
+// maxEndedEnvironments bounds the ids the edge takes from one answer.
+const maxEndedEnvironments = 1000
 
 // readAnswer reads a whole answer and puts it back for the client.
 func readAnswer(res *http.Response) ([]byte, error) {
@@ -267,6 +415,27 @@ func readAnswer(res *http.Response) ([]byte, error) {
 	_ = res.Body.Close()
 	res.Body = io.NopCloser(bytes.NewReader(body))
 	return body, nil
+}
+
+// setQuotaHeaders writes the rate limit headers of a call refused by a
+// quota or the stream cap before any rate was consulted (consulting one
+// would consume it): the limit that applied is the quota, with nothing
+// left. window is 0 for a concurrent limit, which has none (it frees when
+// something ends, reset is then now).
+func setQuotaHeaders(h http.Header, name string, limit float64, reset time.Time, window time.Duration, now time.Time) {
+	q := int64(math.Ceil(limit))
+	if reset.IsZero() || reset.Before(now) {
+		reset = now
+	}
+	h.Set("X-RateLimit-Limit", strconv.FormatInt(q, 10))
+	h.Set("X-RateLimit-Remaining", "0")
+	h.Set("X-RateLimit-Reset", strconv.FormatInt(reset.Unix(), 10))
+	policy := fmt.Sprintf("%s;q=%d", strconv.Quote(name), q)
+	if window > 0 {
+		policy += fmt.Sprintf(";w=%d", int64(window/time.Second))
+	}
+	h.Set("RateLimit-Policy", policy)
+	h.Set("RateLimit", fmt.Sprintf("%s;r=0;t=%d", strconv.Quote(name), ceilSeconds(reset.Sub(now))))
 }
 
 func rateRefusal(d ratelimit.Decision, plan string) *connect.Error {

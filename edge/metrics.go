@@ -26,6 +26,7 @@ type Metrics struct {
 	openStreams  *prometheus.GaugeVec
 	leases       prometheus.Gauge
 	inflight     prometheus.Gauge
+	quota        *quotaMetrics
 
 	// Children looked up once per label set and kept: the hot path reads a
 	// map instead of hashing label values into the vector on every call.
@@ -170,6 +171,7 @@ func NewMetrics(reg prometheus.Registerer, auth *authn.Authenticator, limits *Li
 		return m.decisions.WithLabelValues(k.plan, k.limit, outcome)
 	}
 	reg.MustRegister(m.upstream, m.reservations, m.openStreams, m.leases, m.inflight)
+	m.quota = newQuotaMetrics(reg)
 	reg.MustRegister(m.decisions, m.idem,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "edge_redis_breaker_state",

@@ -10,11 +10,21 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
+// AdminRoute is one more route of the admin listener.
+type AdminRoute struct {
+	Pattern string // as http.ServeMux takes it
+	Handler http.Handler
+}
+
 // AdminHandler serves /healthz (the process is alive), /readyz (ready
-// answers nil: storage answers) and /metrics from g. It belongs on a
-// listener of its own, not the API's.
-func AdminHandler(g prometheus.Gatherer, ready func(context.Context) error) http.Handler {
+// answers nil: storage answers), /metrics from g, and routes (the
+// Service's AdminRoutes). It belongs on a listener of its own, not the
+// API's, and never outside the cluster.
+func AdminHandler(g prometheus.Gatherer, ready func(context.Context) error, routes ...AdminRoute) http.Handler {
 	mux := http.NewServeMux()
+	for _, r := range routes {
+		mux.Handle(r.Pattern, r.Handler)
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})

@@ -119,7 +119,9 @@ func (s organizations) DeleteOrganization(ctx context.Context, req *connect.Requ
 		return nil, err
 	}
 	s.watchers.ended(ended)
-	return connect.NewResponse(&svcv1.DeleteOrganizationResponse{}), nil
+	res := connect.NewResponse(&svcv1.DeleteOrganizationResponse{})
+	listEnded(res.Header(), ended)
+	return res, nil
 }
 
 func (s organizations) CreateProject(ctx context.Context, req *connect.Request[svcv1.CreateProjectRequest]) (*connect.Response[svcv1.Project], error) {
@@ -200,7 +202,9 @@ func (s organizations) DeleteProject(ctx context.Context, req *connect.Request[s
 		return nil, err
 	}
 	s.watchers.ended(ended)
-	return connect.NewResponse(&svcv1.DeleteProjectResponse{}), nil
+	res := connect.NewResponse(&svcv1.DeleteProjectResponse{})
+	listEnded(res.Header(), ended)
+	return res, nil
 }
 
 func (s organizations) InviteMember(ctx context.Context, req *connect.Request[svcv1.InviteMemberRequest]) (*connect.Response[svcv1.Invitation], error) {

@@ -88,7 +88,7 @@ func Start(ctx context.Context, opts RunOptions) (*Running, error) {
 	if adminLn != nil {
 		r.AdminAddr = adminLn.Addr().String()
 		r.admin = &http.Server{
-			Handler:           AdminHandler(reg, svc.Ready),
+			Handler:           AdminHandler(reg, svc.Ready, svc.AdminRoutes()...),
 			ReadHeaderTimeout: 5 * time.Second,
 			ReadTimeout:       10 * time.Second,
 			WriteTimeout:      30 * time.Second,

@@ -212,6 +212,12 @@ func (s *tracedStore) DeleteEnvironment(ctx context.Context, id string, now time
 	return s.next.DeleteEnvironment(ctx, id, now)
 }
 
+func (s *tracedStore) ExistingEnvironments(ctx context.Context, ids []string) (_ []string, err error) {
+	ctx, end := s.start(ctx, "ExistingEnvironments")
+	defer func() { end(err) }()
+	return s.next.ExistingEnvironments(ctx, ids)
+}
+
 // Ping is timed always, traced only inside a traced call: readiness probes
 // would otherwise start a trace of their own every few seconds.
 func (s *tracedStore) Ping(ctx context.Context) error {

@@ -64,6 +64,7 @@ func startDev(ctx context.Context, dataDir, version string) (*devStack, error) {
 	cfg := config.Default()
 	cfg.Listen.Addr, cfg.Admin.Addr = devAPIAddr, devAdminAddr
 	cfg.Upstream.URL = "http://" + devBackendAddr
+	cfg.Upstream.AdminURL = "http://" + devBackendAdminAddr // reconciliation of quotas
 	cfg.OIDC.IssuerURL = d.issuer.URL()
 	cfg.Log.Format = "text"
 	cfg.ApplyEnv(os.Getenv)

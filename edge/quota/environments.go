@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"time"
 
@@ -122,10 +123,14 @@ return {'ok', 0, 0}
 //	ARGV[1] reservation id
 //	ARGV[2] environment id
 //	ARGV[3] start, ms; ARGV[4] vCPUs and ARGV[5] memory GB, in thousandths
+//	ARGV[6] TTL of the running environments' key, ms
 //	returns 1
 var confirmScript = redis.NewScript(`
 redis.call('ZREM', KEYS[1], ARGV[1])
 redis.call('HSET', KEYS[2], ARGV[2], ARGV[3] .. ' ' .. ARGV[4] .. ' ' .. ARGV[5])
+if redis.call('PTTL', KEYS[2]) < tonumber(ARGV[6]) then
+  redis.call('PEXPIRE', KEYS[2], ARGV[6])
+end
 return 1
 `)
 
@@ -224,7 +229,8 @@ func (e *Environments) Reserve(ctx context.Context, subject string, plan Quota, 
 	}
 	now := e.opts.now()
 	m := monthOf(now)
-	r := &Reservation{e: e, subject: subject, keys: e.opts.tag(subject) + "envs:", month: m.name, id: rand.Text(), vcpu: vcpu, mem: mem}
+	tag := e.opts.tag(subject)
+	r := &Reservation{e: e, subject: subject, tag: tagOf(tag), keys: tag + "envs:", month: m.name, id: rand.Text(), vcpu: vcpu, mem: mem}
 	var res []any
 	err = e.opts.call(ctx, func(ctx context.Context) (err error) {
 		res, err = reserveScript.Run(ctx, e.rdb, []string{r.keys + "running", r.keys + "pending", r.keys + m.name},
@@ -270,6 +276,48 @@ func decodeRefusal(res []any) (kind string, used int64, ok bool) {
 // environment that is not running (unknown, or released already) is left
 // alone.
 func (e *Environments) Release(ctx context.Context, environmentID string, end time.Time) error {
+	_, err := e.release(ctx, environmentID, end)
+	return err
+}
+
+// ReleaseAll is Release for every environment a forced DeleteProject or
+// DeleteOrganization ended. It returns how many were running; on a Redis
+// failure it goes on with the others and returns the first error.
+func (e *Environments) ReleaseAll(ctx context.Context, environmentIDs []string, end time.Time) (int, error) {
+	var (
+		mu       sync.Mutex
+		released int
+		first    error
+		wg       sync.WaitGroup
+		work     = make(chan string)
+	)
+	for range min(len(environmentIDs), releaseWorkers) {
+		wg.Go(func() {
+			for id := range work {
+				ok, err := e.release(ctx, id, end)
+				mu.Lock()
+				if ok {
+					released++
+				}
+				if err != nil && first == nil {
+					first = err
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	for _, id := range environmentIDs {
+		work <- id
+	}
+	close(work)
+	wg.Wait()
+	return released, first
+}
+
+// releaseWorkers bounds the Redis calls one ReleaseAll has in flight.
+const releaseWorkers = 8
+
+func (e *Environments) release(ctx context.Context, environmentID string, end time.Time) (bool, error) {
 	owner := e.opts.ownerKey(environmentID)
 	var subject string
 	err := e.opts.call(ctx, func(ctx context.Context) (err error) {
@@ -277,28 +325,40 @@ func (e *Environments) Release(ctx context.Context, environmentID string, end ti
 		return err
 	})
 	if errors.Is(err, redis.Nil) {
-		return nil
+		return false, nil
 	}
 	if err != nil {
-		return redisError(ctx, "release environment", err)
+		return false, redisError(ctx, "release environment", err)
 	}
 	// The owner key lives on another slot than the subject's keys: a second
 	// call. Until it runs, a retry of Release finds the owner again.
-	now := e.opts.now()
-	m := monthOf(now)
-	keys := e.opts.tag(subject) + "envs:"
-	err = e.opts.call(ctx, func(ctx context.Context) error {
-		return releaseScript.Run(ctx, e.rdb, []string{keys + "running", keys + m.name},
-			environmentID, m.first.UnixMilli(), end.UnixMilli(), m.ttl(now)).Err()
-	})
+	ran, err := e.end(ctx, e.opts.tag(subject), environmentID, end)
 	if err != nil {
-		return redisError(ctx, "release environment", err)
+		return false, err
 	}
 	err = e.opts.call(ctx, func(ctx context.Context) error { return e.rdb.Del(ctx, owner).Err() })
 	if err != nil {
-		return redisError(ctx, "release environment", err)
+		return ran, redisError(ctx, "release environment", err)
 	}
-	return nil
+	return ran, nil
+}
+
+// end removes a running environment from the subject whose keys start with
+// tag, adding its usage to the month; it reports whether it was running.
+func (e *Environments) end(ctx context.Context, tag, environmentID string, end time.Time) (bool, error) {
+	now := e.opts.now()
+	m := monthOf(now)
+	keys := tag + "envs:"
+	var ran int64
+	err := e.opts.call(ctx, func(ctx context.Context) (err error) {
+		ran, err = releaseScript.Run(ctx, e.rdb, []string{keys + "running", keys + m.name},
+			environmentID, m.first.UnixMilli(), end.UnixMilli(), m.ttl(now)).Int64()
+		return err
+	})
+	if err != nil {
+		return false, redisError(ctx, "release environment", err)
+	}
+	return ran == 1, nil
 }
 
 // Usage returns subject's consumption this month, for GetUsage.
@@ -325,6 +385,7 @@ func (e *Environments) Usage(ctx context.Context, subject string) (Usage, error)
 type Reservation struct {
 	e                     *Environments
 	subject, keys, id     string
+	tag                   string // the subject's hash tag, as the index holds it
 	month                 string // where the reservation was counted
 	vcpu, mem             int64
 	mu                    sync.Mutex
@@ -352,22 +413,51 @@ func (r *Reservation) Confirm(ctx context.Context, environmentID string, start t
 	// The owner first: should the second call fail, an owner without a
 	// running environment is harmless (Release finds nothing to end), while
 	// a running environment without an owner could never be released.
+	ttl := r.e.opts.recordTTL
 	err := r.e.opts.call(ctx, func(ctx context.Context) error {
-		return r.e.rdb.Set(ctx, r.e.opts.ownerKey(environmentID), r.subject, 0).Err()
+		return r.e.rdb.Set(ctx, r.e.opts.ownerKey(environmentID), r.subject, ttl).Err()
 	})
 	if err != nil {
 		return redisError(ctx, "confirm environment", err)
 	}
 	err = r.e.opts.call(ctx, func(ctx context.Context) error {
 		return confirmScript.Run(ctx, r.e.rdb, []string{r.keys + "pending", r.keys + "running"},
-			r.id, environmentID, start.UnixMilli(), r.vcpu, r.mem).Err()
+			r.id, environmentID, start.UnixMilli(), r.vcpu, r.mem, ttl.Milliseconds()).Err()
 	})
 	if err != nil {
 		return redisError(ctx, "confirm environment", err)
 	}
 	r.confirmed = true
+	// Last, so that reconciliation, which drops a subject from the index
+	// only if its score did not move while it found no running environment,
+	// never loses this one (see Reconcile).
+	err = r.e.opts.call(ctx, func(ctx context.Context) error {
+		_, err := r.e.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.ZIncrBy(ctx, r.e.opts.indexKey(), 1, r.tag)
+			p.PExpire(ctx, r.e.opts.indexKey(), ttl)
+			return nil
+		})
+		return err
+	})
+	if err != nil {
+		return redisError(ctx, "confirm environment", err)
+	}
 	return nil
 }
+
+// Unreadable records that the backend answered CreateEnvironment with
+// success but the edge could not read the new environment's id (an unknown
+// compression, an answer too large to read): the reservation is kept as a
+// running environment under a placeholder id (PlaceholderPrefix and the
+// reservation's id), so that it counts for the concurrent and compute
+// quotas, until reconciliation settles it (see Reconcile).
+func (r *Reservation) Unreadable(ctx context.Context) error {
+	return r.Confirm(ctx, PlaceholderPrefix+r.id, time.Time{})
+}
+
+// PlaceholderPrefix starts the id under which an environment whose id the
+// edge could not read is counted.
+const PlaceholderPrefix = "unread:"
 
 // Rollback gives the slot and the month's count back after the backend
 // refused to create the environment. It does nothing once Confirm was
@@ -392,6 +482,23 @@ func (r *Reservation) Rollback(ctx context.Context) error {
 func (o *options) ownerKey(environmentID string) string {
 	return o.keyPrefix + "q:owner:" + environmentID
 }
+
+// indexKey is the sorted set of the subjects (by hash tag) that have had a
+// running environment: what reconciliation walks.
+func (o *options) indexKey() string { return o.keyPrefix + "q:envs:index" }
+
+// tagOf is the hash tag inside a subject's key start ("…q:{tag}:").
+func tagOf(keyStart string) string {
+	i := strings.IndexByte(keyStart, '{')
+	j := strings.IndexByte(keyStart, '}')
+	if i < 0 || j < i {
+		return ""
+	}
+	return keyStart[i+1 : j]
+}
+
+// keysOfTag is the start of the keys of the subject whose hash tag is tag.
+func (o *options) keysOfTag(tag string) string { return o.keyPrefix + "q:{" + tag + "}:" }
 
 // milli returns the size in thousandths of a vCPU and of a GB.
 func (s Size) milli() (vcpu, mem int64, err error) {

@@ -68,6 +68,11 @@ const (
 	// monthRetention keeps a month's counters this long after the month
 	// ends, for operators; only the current month is ever read.
 	monthRetention = 5 * 7 * 24 * time.Hour
+	// DefaultRecordTTL bounds how long a running environment's records (its
+	// owner and the subject's running set) outlive the last time the edge
+	// saw the environment alive: a confirmation, or a reconciliation pass
+	// that found it at the backend.
+	DefaultRecordTTL = 35 * 24 * time.Hour
 )
 
 // Option configures Streams and Environments. Each applies to the one that
@@ -82,6 +87,7 @@ type options struct {
 	ticker         func(time.Duration) (<-chan time.Time, func())
 	now            func() time.Time
 	reservationTTL time.Duration
+	recordTTL      time.Duration
 }
 
 func newOptions(opts []Option) options {
@@ -92,6 +98,7 @@ func newOptions(opts []Option) options {
 		ticker:         realTicker,
 		now:            time.Now,
 		reservationTTL: DefaultReservationTTL,
+		recordTTL:      DefaultRecordTTL,
 	}
 	for _, opt := range opts {
 		opt(&o)
@@ -167,6 +174,18 @@ func WithReservationTTL(d time.Duration) Option {
 	}
 }
 
+// WithRecordTTL sets how long a running environment's records live past the
+// last time the edge saw it alive (Environments; default DefaultRecordTTL).
+// Reconciliation renews them every pass; without it, they expire this long
+// after the subject's last CreateEnvironment. Less than a minute is ignored.
+func WithRecordTTL(d time.Duration) Option {
+	return func(o *options) {
+		if d >= time.Minute {
+			o.recordTTL = d
+		}
+	}
+}
+
 // tag is the start of a subject's keys, with their hash tag.
 func (o *options) tag(subject string) string {
 	sum := sha256.Sum256([]byte(subject))
@@ -182,6 +201,14 @@ func WithKeyPrefix(prefix string) Option {
 // call bounds one Redis call by the configured deadline.
 func (o *options) call(ctx context.Context, f func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	return f(ctx)
+}
+
+// callBulk bounds one pipelined Redis call of a background pass: twenty
+// times the per-call deadline, at least a second.
+func (o *options) callBulk(ctx context.Context, f func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, max(20*o.timeout, time.Second))
 	defer cancel()
 	return f(ctx)
 }

@@ -1,15 +1,23 @@
 // Package wire reads the message of a unary call's answer in whichever
-// protocol it came (Connect, gRPC, gRPC-Web), for the few steps of the edge
-// that must know what the backend answered (quotas learn an environment's
-// id). It does not decompress: the edge asks the backend for identity
-// encoding on those calls.
+// protocol it came (Connect, gRPC, gRPC-Web, HTTP/JSON) and whichever
+// compression the backend chose (gzip, or none), for the few steps of the
+// edge that must know what the backend answered (quotas learn an
+// environment's id). Decompression is bounded: an answer that inflates past
+// MaxMessageBytes is not read.
+//
+// The edge asks the backend for identity encoding on those calls, but that
+// is not enough: a gRPC backend answers in the compression of the request,
+// which is the client's to choose.
 package wire
 
 import (
+	"bytes"
+	"compress/gzip"
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/textproto"
 	"strings"
@@ -27,18 +35,31 @@ var ErrFailed = errors.New("wire: the call failed")
 // compressed answer; the edge removes them on calls whose answer it reads.
 var CompressionHeaders = []string{"Accept-Encoding", "Connect-Accept-Encoding", "Grpc-Accept-Encoding"}
 
+// MaxMessageBytes bounds a message once decompressed.
+const MaxMessageBytes = 1 << 20
+
+// ErrTooLarge means the answer's message, decompressed, passes
+// MaxMessageBytes.
+var ErrTooLarge = errors.New("wire: message too large to read")
+
 // UnaryMessage decodes into msg the message of a successful unary answer.
 // res's body has been read into body (to EOF, so that gRPC trailers are in
-// res.Trailer). It returns ErrFailed when the answer is an error.
+// res.Trailer). It returns ErrFailed when the answer is an error; any other
+// error means the call succeeded but its message could not be read (an
+// unknown compression, ErrTooLarge, a malformed body).
 func UnaryMessage(c classify.Call, res *http.Response, body []byte, msg proto.Message) error {
 	if res.StatusCode != http.StatusOK {
 		return ErrFailed
 	}
 	if enc := res.Header.Get("Content-Encoding"); enc != "" && enc != "identity" {
-		return fmt.Errorf("wire: compressed answer (%s)", enc)
-	}
-	if enc := res.Header.Get("Grpc-Encoding"); enc != "" && enc != "identity" {
-		return fmt.Errorf("wire: compressed answer (%s)", enc)
+		// Connect unary and HTTP/JSON: the whole body. (gRPC and gRPC-Web
+		// compress per message, under Grpc-Encoding; a Content-Encoding on
+		// them would be an HTTP layer the Transport undoes.)
+		plain, err := decompress(enc, body)
+		if err != nil {
+			return err
+		}
+		body = plain
 	}
 	var payload []byte
 	switch c.Protocol {
@@ -47,10 +68,12 @@ func UnaryMessage(c classify.Call, res *http.Response, body []byte, msg proto.Me
 			return ErrFailed
 		}
 		frames, err := envelopes(body)
-		if err != nil || len(frames) != 1 || frames[0].flags != 0 {
+		if err != nil || len(frames) != 1 || frames[0].flags&0x80 != 0 {
 			return fmt.Errorf("wire: gRPC answer is not one message: %v", err)
 		}
-		payload = frames[0].data
+		if payload, err = frames[0].message(res.Header.Get("Grpc-Encoding")); err != nil {
+			return err
+		}
 	case classify.GRPCWeb:
 		if strings.HasPrefix(res.Header.Get("Content-Type"), "application/grpc-web-text") {
 			decoded, err := base64.StdEncoding.DecodeString(string(body))
@@ -64,18 +87,27 @@ func UnaryMessage(c classify.Call, res *http.Response, body []byte, msg proto.Me
 			return err
 		}
 		var trailer http.Header
-		for _, f := range frames {
+		var message *frame
+		for i, f := range frames {
 			switch {
 			case f.flags&0x80 != 0:
-				trailer = parseTrailer(f.data)
-			case payload == nil:
-				payload = f.data
+				// The trailer frame may be compressed too (flag 0x01).
+				data, err := f.message(res.Header.Get("Grpc-Encoding"))
+				if err != nil {
+					return err
+				}
+				trailer = parseTrailer(data)
+			case message == nil:
+				message = &frames[i]
 			default:
 				return errors.New("wire: gRPC-Web answer has more than one message")
 			}
 		}
-		if grpcStatus(res.Header, trailer) != "0" || payload == nil {
+		if grpcStatus(res.Header, trailer) != "0" || message == nil {
 			return ErrFailed
+		}
+		if payload, err = message.message(res.Header.Get("Grpc-Encoding")); err != nil {
+			return err
 		}
 	default:
 		if !c.UnaryConnect {
@@ -92,6 +124,49 @@ func UnaryMessage(c classify.Call, res *http.Response, body []byte, msg proto.Me
 type frame struct {
 	flags byte
 	data  []byte
+}
+
+// message is the frame's data, decompressed with encoding when the frame's
+// compressed flag (0x01) is set.
+func (f frame) message(encoding string) ([]byte, error) {
+	if f.flags&0x01 == 0 {
+		return f.data, nil
+	}
+	if encoding == "" || encoding == "identity" {
+		return nil, errors.New("wire: compressed message without Grpc-Encoding")
+	}
+	return decompress(encoding, f.data)
+}
+
+// decompress inflates b, compressed with encoding, up to MaxMessageBytes.
+// gzip is what connect-go and grpc-go servers offer; any other encoding is
+// reported, not guessed.
+func decompress(encoding string, b []byte) ([]byte, error) {
+	switch strings.ToLower(strings.TrimSpace(encoding)) {
+	case "gzip", "x-gzip":
+		zr, err := gzip.NewReader(bytes.NewReader(b))
+		if err != nil {
+			return nil, fmt.Errorf("wire: gzip: %w", err)
+		}
+		out, err := io.ReadAll(io.LimitReader(zr, MaxMessageBytes+1))
+		if err != nil {
+			return nil, fmt.Errorf("wire: gzip: %w", err)
+		}
+		if len(out) > MaxMessageBytes {
+			return nil, ErrTooLarge
+		}
+		return out, nil
+	case "identity", "":
+		return b, nil
+	}
+	return nil, fmt.Errorf("wire: unsupported compression %q", clip(encoding))
+}
+
+func clip(s string) string {
+	if len(s) > 32 {
+		return s[:32] + "…"
+	}
+	return s
 }
 
 // envelopes splits a body into gRPC length-prefixed frames.

@@ -144,7 +144,7 @@ func StartBackend(t testing.TB, db Database, issuerURL string, cfg orgsvc.Config
 		t.Fatal(err)
 	}
 	srv := orgsvc.NewServer("", svc.Handler())
-	admin := &http.Server{Handler: orgsvc.AdminHandler(reg, svc.Ready), ReadHeaderTimeout: 5 * time.Second}
+	admin := &http.Server{Handler: orgsvc.AdminHandler(reg, svc.Ready, svc.AdminRoutes()...), ReadHeaderTimeout: 5 * time.Second}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	go func() { _ = admin.Serve(adminLn) }()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 )
@@ -175,4 +176,23 @@ func releaseBlueprint(ctx context.Context, r runner, projectID, blueprintID stri
 	_, err = r.exec(ctx, "UPDATE project_blueprints SET n = n - 1 WHERE project_id = ? AND blueprint_id = ?",
 		projectID, blueprintID)
 	return 0, err
+}
+
+// MaxExistingIDs bounds the ids one ExistingEnvironments call takes.
+const MaxExistingIDs = 1000
+
+func (s *sqlStore) ExistingEnvironments(ctx context.Context, ids []string) ([]string, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	if len(ids) > MaxExistingIDs {
+		return nil, fmt.Errorf("existing environments: %d ids, at most %d", len(ids), MaxExistingIDs)
+	}
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	marks := strings.TrimSuffix(strings.Repeat("?, ", len(ids)), ", ")
+	found, err := queryAll(ctx, s.read(), scanString, "SELECT id FROM environments WHERE id IN ("+marks+")", args...)
+	return found, opError("existing environments", err)
 }

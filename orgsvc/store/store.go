@@ -205,6 +205,9 @@ type Store interface {
 	ListEnvironments(ctx context.Context, f EnvironmentFilter, page Page) ([]Environment, string, error)
 	// DeleteEnvironment ends a live environment and returns it as ended.
 	DeleteEnvironment(ctx context.Context, id string, now time.Time) (Environment, error)
+	// ExistingEnvironments returns which of ids are live environments, in
+	// no particular order (at most MaxExistingIDs ids).
+	ExistingEnvironments(ctx context.Context, ids []string) ([]string, error)
 
 	// Ping checks the database is reachable.
 	Ping(ctx context.Context) error

@@ -1,0 +1,35 @@
+package idempotency
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/orgedge/edge/edge/classify"
+)
+
+// Completed reports whether r's Idempotency-Key already holds the outcome
+// of a completed call (its kept answer, or that it was too large to keep):
+// Serve will then answer r from it without forwarding anything, so the
+// chain need not apply the limits of running the operation (its rate, its
+// quotas) to r. It looks only: it reserves nothing, and it says false for a
+// missing or invalid key and for a call still in flight. One Redis call,
+// bounded by Timeout.
+func (s *Step) Completed(ctx context.Context, r *http.Request, c classify.Call, subject string) (bool, error) {
+	key, ok := parseKey(r.Header.Values(HeaderKey))
+	if !ok {
+		return false, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.store.timeout)
+	defer cancel()
+	state, err := s.store.rdb.HGet(ctx, s.keyPrefix+entryKey(subject, c.Procedure, key), "state").Result()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return state == "done" || state == "too_large", nil
+}

@@ -1,0 +1,55 @@
+package edge
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/orgedge/edge/edge/classify"
+)
+
+// quotaMetrics count what keeps the edge's environment records true to the
+// backend.
+type quotaMetrics struct {
+	unreadable *prometheus.CounterVec
+	passes     *prometheus.CounterVec
+	reconciled prometheus.Counter
+}
+
+func newQuotaMetrics(reg prometheus.Registerer) *quotaMetrics {
+	m := &quotaMetrics{
+		unreadable: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edge_quota_unreadable_answers_total",
+			Help: "Successful CreateEnvironment or DeleteEnvironment answers the edge could not read (unknown compression, too large, malformed); their quota is left as it was until reconciliation. By method.",
+		}, []string{"method"}),
+		passes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edge_quota_reconcile_passes_total",
+			Help: "Reconciliation passes of the environment records with the backend, by outcome: ok, error, skipped (another replica's pass was recent).",
+		}, []string{"outcome"}),
+		reconciled: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "edge_quota_reconciled_environments_total",
+			Help: "Running environments that reconciliation found gone at the backend and released.",
+		}),
+	}
+	for _, o := range []string{"ok", "error", "skipped"} {
+		m.passes.WithLabelValues(o)
+	}
+	for _, method := range []string{"CreateEnvironment", "DeleteEnvironment"} {
+		m.unreadable.WithLabelValues(method)
+	}
+	reg.MustRegister(m.unreadable, m.passes, m.reconciled)
+	return m
+}
+
+// unreadableAnswer counts a successful answer the edge could not read.
+func (m *Metrics) unreadableAnswer(c classify.Call) {
+	if m != nil && m.quota != nil {
+		m.quota.unreadable.WithLabelValues(c.Method).Inc()
+	}
+}
+
+// reconciled counts a pass and the environments it released.
+func (m *Metrics) reconciled(outcome string, ended int) {
+	if m != nil && m.quota != nil {
+		m.quota.passes.WithLabelValues(outcome).Inc()
+		m.quota.reconciled.Add(float64(ended))
+	}
+}
