@@ -81,9 +81,9 @@ func Default() *Config {
 			},
 			StreamLease:       30 * time.Second,
 			ReconcileInterval: time.Minute,
-			EnvironmentSize: EnvironmentSize{VCPUs: 2, MemoryGB: 4},
-			OnRedisFailure:  FailOpen,
-			LocalShare:      0.5,
+			EnvironmentSize:   EnvironmentSize{VCPUs: 2, MemoryGB: 4},
+			OnRedisFailure:    FailOpen,
+			LocalShare:        0.5,
 		},
 		Operations: DefaultOperations(),
 		Log: Log{
