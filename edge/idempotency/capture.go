@@ -28,6 +28,11 @@ import (
 // until end, and does not flush an answer that has no body yet (an empty
 // body with Content-Length: 0 would end at the flush). Everything else
 // ends only when the handler returns: chunked bodies, HTTP/2 streams.
+//
+// A client that goes away does not stop the recording: once a write to it
+// fails, capture stops passing bytes on but keeps taking them, so that the
+// handler reads the backend's answer to its end and the outcome is kept for
+// the client's retry.
 type capture struct {
 	w      http.ResponseWriter
 	header http.Header
@@ -38,7 +43,7 @@ type capture struct {
 	body    bytes.Buffer
 	written int64
 	over    bool // the body passed max and is no longer kept
-	failed  bool // a write to the client failed: the answer is cut short
+	gone    bool // a write to the client failed: nothing more is passed on
 	held    byte // the last byte written, not yet passed on
 	holding bool
 	web     webFrames
@@ -87,41 +92,36 @@ func (c *capture) Write(b []byte) (int, error) {
 		}
 	}
 	c.web.feed(b)
-	if err := c.pass(b[:len(b)-1]); err != nil {
-		return 0, err
-	}
+	c.pass(b[:len(b)-1])
 	c.held, c.holding = b[len(b)-1], true
 	return len(b), nil
 }
 
-// pass writes the byte held back, then p.
-func (c *capture) pass(p []byte) error {
-	if c.holding {
-		c.holding = false
+// pass writes the byte held back, then p, unless the client is gone. A
+// failed write is not the handler's concern: the answer is still whole.
+func (c *capture) pass(p []byte) {
+	if c.holding && !c.gone {
 		if _, err := c.w.Write([]byte{c.held}); err != nil {
-			c.failed = true
-			return err
+			c.gone = true
 		}
 	}
-	if len(p) == 0 {
-		return nil
+	c.holding = false
+	if len(p) > 0 && !c.gone {
+		if _, err := c.w.Write(p); err != nil {
+			c.gone = true
+		}
 	}
-	if _, err := c.w.Write(p); err != nil {
-		c.failed = true
-		return err
-	}
-	return nil
 }
 
 // end passes on the byte held back: the answer may end.
 func (c *capture) end() {
-	_ = c.pass(nil)
+	c.pass(nil)
 }
 
 // Flush and Unwrap let the proxy flush every message and
 // http.ResponseController reach the connection.
 func (c *capture) Flush() {
-	if c.written == 0 {
+	if c.written == 0 || c.gone {
 		return
 	}
 	_ = http.NewResponseController(c.w).Flush()
@@ -179,7 +179,7 @@ const (
 
 // result tells how the call ended, and its code when the ending is whole.
 func (c *capture) result(call classify.Call) (connect.Code, ending) {
-	if c.status == 0 || c.failed {
+	if c.status == 0 {
 		return 0, cutShort
 	}
 	switch call.Protocol {

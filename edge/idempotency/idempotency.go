@@ -66,8 +66,16 @@
 // verdict on the credential, which a retry with a fresh token must be
 // able to change). So are the edge's own answers from the proxy (the backend
 // unreachable, UPSTREAM_UNAVAILABLE; the deadline passed), answers cut short
-// (the client or the backend connection went away mid-answer), and gRPC
-// answers that end without a status. The edge's refusals before this step
+// (the backend connection went away mid-answer), and gRPC answers that end
+// without a status.
+//
+// A caller that leaves does not release its key. Once forwarded, a keyed call
+// runs to its end within its own deadline even if the caller hangs up or
+// cancels (the edge does not cancel the backend's call): the edge holds the
+// whole answer, keeps it, and the caller's retry with the same key gets the
+// replay instead of running the operation a second time. While the first call
+// still runs, the retry gets aborted (IDEMPOTENCY_KEY_IN_USE, retry after one
+// second). The edge's refusals before this step
 // (authentication, authorization, limits) never reserve a key at all.
 //
 // Answers too large to keep: an answer whose body, headers and trailers
@@ -100,7 +108,7 @@
 //     expires (Lease, default 60 s; the edge renews it every Lease/3 while
 //     the backend works), so duplicates get aborted for up to one lease, and
 //     a retry after that runs the operation again.
-//   - The answer is cut short, or is transient (above): the key is released
+//   - The backend's answer is cut short, or is transient (above): the key is released
 //     at once, and whether the backend had already done the work is not
 //     known to the edge. The backend's own checks (already_exists for a
 //     taken name) are the remaining guard.
@@ -366,8 +374,18 @@ func (s *Step) forward(w http.ResponseWriter, r *http.Request, c classify.Call, 
 		}
 	}()
 
+	// Once forwarded, the call runs to its end even if its caller leaves
+	// (within the call's own deadline): the edge then holds the whole
+	// answer and keeps it, and the caller's retry gets the replay instead
+	// of running the operation a second time.
+	fwd := ctx
+	if deadline, ok := r.Context().Deadline(); ok {
+		var cancel context.CancelFunc
+		fwd, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
+	}
 	cw := newCapture(w, s.maxResponse)
-	next.ServeHTTP(cw, r)
+	next.ServeHTTP(cw, r.WithContext(fwd))
 	cw.finish()
 	stop()
 	settled = true
