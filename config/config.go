@@ -99,6 +99,10 @@ type Requests struct {
 	// MaxStreamTimeout caps a streaming call's deadline, and is the deadline
 	// of a stream that sets none. Default 1h.
 	MaxStreamTimeout time.Duration `yaml:"max_stream_timeout"`
+	// StreamWriteTimeout ends a stream whose client stops reading: a write
+	// to it that cannot complete within this long ends the stream, so that
+	// a stalled reader holds neither memory nor a stream lease. Default 30s.
+	StreamWriteTimeout time.Duration `yaml:"stream_write_timeout"`
 }
 
 // Redis is the edge's shared state.

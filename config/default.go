@@ -31,9 +31,10 @@ func Default() *Config {
 			HTTPTimeout:    5 * time.Second,
 		},
 		Requests: Requests{
-			MaxBodyBytes:     4 * MiB,
-			MaxUnaryTimeout:  30 * time.Second,
-			MaxStreamTimeout: time.Hour,
+			MaxBodyBytes:       4 * MiB,
+			MaxUnaryTimeout:    30 * time.Second,
+			MaxStreamTimeout:   time.Hour,
+			StreamWriteTimeout: 30 * time.Second,
 		},
 		Redis: Redis{
 			Addr:      "127.0.0.1:6379",

@@ -75,6 +75,7 @@ func (c *Config) Validate() error {
 	checkMinSize(&p, "requests.max_body_bytes", c.Requests.MaxBodyBytes, minBodyBytes)
 	checkPositive(&p, "requests.max_unary_timeout", c.Requests.MaxUnaryTimeout)
 	checkPositive(&p, "requests.max_stream_timeout", c.Requests.MaxStreamTimeout)
+	checkPositive(&p, "requests.stream_write_timeout", c.Requests.StreamWriteTimeout)
 
 	checkRedis(&p, c.Redis)
 	checkLimits(&p, c.Limits)

@@ -228,6 +228,10 @@ func (s *Server) serve(w *recorder, r *http.Request, call classify.Call, problem
 		s.idempotency(w, r, call, p.Subject, rule.Idempotent, next)
 		return p
 	}
+	if call.Streaming {
+		s.serveStream(w, r)
+		return p
+	}
 	s.proxy.ServeHTTP(w, r)
 	return p
 }

@@ -347,6 +347,15 @@ func TestFreeSubjectsThirdConcurrentEnvironmentIsRefusedUntilOneIsDeleted(t *tes
 // startChildEdge runs an edge in a process of its own, to kill it.
 func startChildEdge(t *testing.T, cfg *config.Config) (string, *exec.Cmd) {
 	t.Helper()
+	api, _, _, cmd := startChildEdgeDebug(t, cfg)
+	return api, cmd
+}
+
+// startChildEdgeDebug is startChildEdge that also returns the child's admin
+// URL and the URL of its test-only debug listener, which collects garbage
+// and reports the child's live heap and goroutines (childHeap).
+func startChildEdgeDebug(t *testing.T, cfg *config.Config) (api, admin, debug string, _ *exec.Cmd) {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "edge.yaml")
 	if err := os.WriteFile(path, []byte(cfg.String()), 0o600); err != nil {
 		t.Fatal(err)
@@ -366,7 +375,9 @@ func startChildEdge(t *testing.T, cfg *config.Config) (string, *exec.Cmd) {
 	if err != nil {
 		t.Fatalf("child edge: %v", err)
 	}
-	return strings.TrimSpace(strings.TrimPrefix(line, "LISTENING ")), cmd
+	api, rest, _ := strings.Cut(strings.TrimSpace(strings.TrimPrefix(line, "LISTENING ")), " ADMIN ")
+	admin, debug, _ = strings.Cut(rest, " DEBUG ")
+	return api, admin, debug, cmd
 }
 
 func TestTwentyStreamsPassTheTwentyFirstIsRefusedAndACrashedEdgeFreesThem(t *testing.T) {

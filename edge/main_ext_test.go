@@ -1,7 +1,11 @@
 package edge_test
 
 import (
+	"encoding/json"
 	"fmt"
+	"net"
+	"net/http"
+	"runtime"
 	"io"
 	"log/slog"
 	"os"
@@ -22,6 +26,19 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// childHeap is what a child edge's debug listener reports.
+type childHeap struct {
+	HeapInuse  uint64 // after a garbage collection: live objects
+	Goroutines int
+}
+
+func serveHeap(w http.ResponseWriter, _ *http.Request) {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	_ = json.NewEncoder(w).Encode(childHeap{HeapInuse: ms.HeapInuse, Goroutines: runtime.NumGoroutine()})
+}
+
 func runChildEdge(path string) int {
 	cfg, err := config.Load(path)
 	if err != nil {
@@ -37,7 +54,14 @@ func runChildEdge(path string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	fmt.Printf("LISTENING http://%s\n", app.APIAddr())
+	// The test's window into the child: its live heap after a collection.
+	dbg, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	go func() { _ = http.Serve(dbg, http.HandlerFunc(serveHeap)) }()
+	fmt.Printf("LISTENING http://%s ADMIN http://%s DEBUG http://%s\n", app.APIAddr(), app.AdminAddr(), dbg.Addr())
 	// Serve until killed: a crash releases nothing.
 	fmt.Fprintln(os.Stderr, <-app.Failed())
 	return 1

@@ -30,6 +30,11 @@ type Options struct {
 // client's are removed before forwarding.
 var internalHeaders = []string{"Idempotent-Replayed", "X-Edge-Subject", "X-Edge-Plan"}
 
+// MaxStreamBuffer bounds what the proxy buffers of one answer that its
+// client does not read as fast as the backend writes: the backend's HTTP/2
+// flow-control window per stream.
+const MaxStreamBuffer = 256 << 10
+
 // New returns the reverse proxy.
 func New(o Options) *httputil.ReverseProxy {
 	var protocols http.Protocols
@@ -45,6 +50,9 @@ func New(o Options) *httputil.ReverseProxy {
 			// Notice a dead backend connection within a minute even when idle.
 			SendPingTimeout: 30 * time.Second,
 			PingTimeout:     15 * time.Second,
+			// What the edge buffers of a stream whose client reads slower
+			// than the backend writes (docs/edge.md, slow readers).
+			MaxReceiveBufferPerStream: MaxStreamBuffer,
 		},
 	}
 	upstream := *o.Upstream

@@ -1,0 +1,167 @@
+package edge_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/orgedge/edge/internal/testkit"
+	"github.com/orgedge/edge/orgsvc"
+)
+
+// startFloodingUpstream is a backend whose every stream sends 16 KiB
+// messages as fast as it may, forever; a call with X-Test-Idle gets one
+// message and then nothing.
+func startFloodingUpstream(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := append([]byte{0, 0, 0, 0x40, 0}, make([]byte, 16<<10)...) // an enveloped 16 KiB message
+	srv := orgsvc.NewServer("", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", r.Header.Get("Content-Type"))
+		w.WriteHeader(http.StatusOK)
+		rc := http.NewResponseController(w)
+		for {
+			if _, err := w.Write(msg); err != nil || rc.Flush() != nil {
+				return
+			}
+			if r.Header.Get("X-Test-Idle") != "" {
+				<-r.Context().Done()
+				return
+			}
+		}
+	}))
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return "http://" + ln.Addr().String()
+}
+
+// TestClientsThatStopReadingHoldBoundedMemoryAndTheirStreamsEnd: three
+// subjects each open 20 streams (the most they may), in Connect over
+// HTTP/1.1, gRPC over HTTP/2 and gRPC-Web, against a backend that writes as
+// fast as it can, and never read them. While they are held, the edge's heap
+// grows by at most half a MiB per stream (docs/edge.md) and its goroutines
+// by at most 10 per stream; after requests.stream_write_timeout of stalled
+// writes each stream ends, its lease is freed, and the goroutines go.
+// A stream whose backend is merely idle is not ended.
+func TestClientsThatStopReadingHoldBoundedMemoryAndTheirStreamsEnd(t *testing.T) {
+	iss := testkit.StartIssuer(t)
+	up := startFloodingUpstream(t)
+	cfg := testkit.EdgeConfig(t, up, iss.URL())
+	const stall = 3 * time.Second
+	cfg.Requests.StreamWriteTimeout = stall
+	api, admin, debug, _ := startChildEdgeDebug(t, cfg)
+	metrics := admin + "/metrics"
+	baseline := heapOf(t, debug)
+	heap0, goroutines0 := float64(baseline.HeapInuse), float64(baseline.Goroutines)
+
+	type way struct {
+		subject, contentType string
+		client               *http.Client
+	}
+	ways := []way{
+		{"enterprise-slow-connect", "application/connect+proto", testkit.HTTP1Client},
+		{"enterprise-slow-grpc", "application/grpc", testkit.H2CClient},
+		{"enterprise-slow-grpcweb", "application/grpc-web+proto", testkit.HTTP1Client},
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	open := func(w way, idle bool) *http.Response {
+		t.Helper()
+		body := []byte{0, 0, 0, 0, 0} // an empty WatchEnvironmentRequest; the backend does not read it
+		r, _ := http.NewRequestWithContext(ctx, "POST", api+"/svc.v1.EnvironmentService/WatchEnvironment", bytes.NewReader(body))
+		r.Header.Set("Content-Type", w.contentType)
+		r.Header.Set("Authorization", "Bearer "+testkit.Token(t, iss.URL(), w.subject))
+		if idle {
+			r.Header.Set("X-Test-Idle", "1")
+		}
+		res, err := w.client.Do(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.StatusCode != http.StatusOK || res.Header.Get("Grpc-Status") != "" {
+			t.Fatalf("%s: HTTP %d grpc-status %q", w.subject, res.StatusCode, res.Header.Get("Grpc-Status"))
+		}
+		return res // never read
+	}
+	idleWay := way{"enterprise-slow-idle", "application/connect+proto", testkit.HTTP1Client}
+	idle := open(idleWay, true)
+	defer idle.Body.Close()
+	for _, w := range ways {
+		for range 20 {
+			res := open(w, false)
+			defer res.Body.Close()
+		}
+	}
+	opened := time.Now()
+	const streams = 60
+	var maxHeap, maxGoroutines float64
+	for {
+		h := heapOf(t, debug)
+		maxHeap = max(maxHeap, float64(h.HeapInuse))
+		maxGoroutines = max(maxGoroutines, float64(h.Goroutines))
+		m := testkit.Scrape(t, metrics)
+		if m.Sum("edge_open_streams") <= 1 { // the idle one
+			break
+		}
+		if time.Since(opened) > stall+30*time.Second {
+			t.Fatalf("streams of clients that stopped reading still open %v after the last opened (stream_write_timeout %v): %v",
+				time.Since(opened), stall, m.Sum("edge_open_streams"))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if ended := time.Since(opened); ended < stall {
+		t.Errorf("the stalled streams ended %v after they opened, before the %v write timeout", ended, stall)
+	}
+	const perStream = 512 << 10
+	if grown := maxHeap - heap0; grown > streams*perStream {
+		t.Errorf("the edge's heap grew by %.1f MiB with %d stalled streams, more than %d KiB each", grown/(1<<20), streams, perStream>>10)
+	}
+	if grown := maxGoroutines - goroutines0; grown > streams*10 {
+		t.Errorf("the edge's goroutines grew by %v with %d stalled streams, more than 10 each", grown, streams)
+	}
+	t.Logf("%d stalled streams: heap %+.1f MiB, goroutines %+v at most", streams, (maxHeap-heap0)/(1<<20), maxGoroutines-goroutines0)
+
+	// The idle stream lives on, and each stalled subject may open streams
+	// again: its leases were freed.
+	m := testkit.Scrape(t, metrics)
+	if m.Sum("edge_open_streams") != 1 {
+		t.Errorf("open streams %v, want the idle one", m.Sum("edge_open_streams"))
+	}
+	for _, w := range ways {
+		res := open(w, true)
+		res.Body.Close()
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		g := float64(heapOf(t, debug).Goroutines)
+		if g <= goroutines0+20 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("goroutines %v long after the stalled streams ended, %v before", g, goroutines0)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// heapOf asks a child edge's debug listener for its live heap.
+func heapOf(t *testing.T, debug string) childHeap {
+	t.Helper()
+	res, err := testkit.HTTP1Client.Get(debug)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var h childHeap
+	if err := json.NewDecoder(res.Body).Decode(&h); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}

@@ -1,0 +1,68 @@
+package edge
+
+import (
+	"net/http"
+	"time"
+)
+
+// stallWriter ends a stream whose client stopped reading: each write (and
+// flush) of the stream to the client must complete within timeout, else
+// the connection (HTTP/1.1) or the stream (HTTP/2) is reset and the proxy
+// stops. Without it a client that stops reading holds the stream, its
+// lease, its goroutines and up to a flow-control window of buffered
+// answer, until the stream's deadline (an hour).
+type stallWriter struct {
+	*recorder
+	rc      *http.ResponseController
+	timeout time.Duration
+	stalled bool // a write did not complete in time
+}
+
+func newStallWriter(w *recorder, timeout time.Duration) *stallWriter {
+	return &stallWriter{recorder: w, rc: http.NewResponseController(w.ResponseWriter), timeout: timeout}
+}
+
+func (s *stallWriter) guard(write func() error) error {
+	start := time.Now()
+	// No deadline between writes: an idle stream is no stalled one.
+	_ = s.rc.SetWriteDeadline(start.Add(s.timeout))
+	err := write()
+	_ = s.rc.SetWriteDeadline(time.Time{})
+	if time.Since(start) >= s.timeout { // a later write may be the one that fails
+		s.stalled = true
+	}
+	return err
+}
+
+func (s *stallWriter) Write(b []byte) (n int, err error) {
+	err = s.guard(func() error {
+		n, err = s.recorder.Write(b)
+		return err
+	})
+	return n, err
+}
+
+// FlushError is what http.ResponseController (the proxy's flusher) calls.
+func (s *stallWriter) FlushError() error {
+	return s.guard(func() error { return s.rc.Flush() })
+}
+
+func (s *stallWriter) Flush() { _ = s.FlushError() }
+
+// serveStream proxies a stream through a stallWriter. A stalled stream's
+// proxy aborts (http.ErrAbortHandler); the edge then counts and logs the
+// call as deadline_exceeded, and the connection or stream is already reset.
+func (s *Server) serveStream(w *recorder, r *http.Request) {
+	sw := newStallWriter(w, s.cfg.Requests.StreamWriteTimeout)
+	defer func() {
+		if v := recover(); v != nil {
+			if v != http.ErrAbortHandler || !sw.stalled {
+				panic(v)
+			}
+			w.code = "deadline_exceeded"
+			s.log.InfoContext(r.Context(), "stream ended: its client stopped reading", "procedure", inflightOf(r).call.Procedure,
+				"stream_write_timeout", s.cfg.Requests.StreamWriteTimeout)
+		}
+	}()
+	s.proxy.ServeHTTP(sw, r)
+}
