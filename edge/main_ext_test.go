@@ -3,12 +3,12 @@ package edge_test
 import (
 	"encoding/json"
 	"fmt"
-	"net"
-	"net/http"
-	"runtime"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
+	"runtime"
 	"testing"
 
 	"github.com/orgedge/edge/config"
