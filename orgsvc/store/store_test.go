@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -79,6 +80,10 @@ func testStore(t *testing.T, newDB newDatabase) {
 	t.Run("ConcurrentOpensMigrateOnce", func(t *testing.T) {
 		t.Parallel()
 		testConcurrentOpen(t, newDB(t))
+	})
+	t.Run("UpgradeRecountsActiveAdmins", func(t *testing.T) {
+		t.Parallel()
+		testUpgradeRecountsActiveAdmins(t, newDB(t))
 	})
 }
 
@@ -1375,6 +1380,63 @@ func testConcurrentOpen(t *testing.T, dsn string) {
 	}
 }
 
+// testUpgradeRecountsActiveAdmins builds a database of the first schema
+// version by hand, with an admin suspended in storage (as an operator could
+// before suspension was an operation), and opens it: the upgrade must
+// recount, so that the other admin is the last active one.
+func testUpgradeRecountsActiveAdmins(t *testing.T, dsn string) {
+	ctx := t.Context()
+	db := rawDB(t, dsn)
+	schema, err := os.ReadFile(filepath.Join("migrations", "0001_init.sql"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		string(schema),
+		`CREATE TABLE schema_migrations (version INTEGER NOT NULL PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)`,
+		`INSERT INTO schema_migrations VALUES (1, '0001_init', 0)`,
+		`INSERT INTO organizations (id, name, display_name, billing_email, plan, member_count, admin_count, created_at)
+			VALUES ('org_old', 'old', 'Old', 'b@old.example', 'free', 2, 2, 0)`,
+		`INSERT INTO members (organization_id, user_id, email, name, role, status, joined_at, last_active_at)
+			VALUES ('org_old', 'alice', 'alice@example.com', 'Alice', 'admin', 'active', 0, 0),
+			       ('org_old', 'bob', 'bob@example.com', 'Bob', 'admin', 'suspended', 0, 0)`,
+	} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	db.Close()
+
+	s := open(t, dsn)
+	wantMigrations(t, dsn)
+	_, err = s.UpdateMember(ctx, "org_old", "alice", store.MemberUpdate{Role: store.RoleMember})
+	wantErr(t, "demoting alice, the only active admin after the upgrade", err, store.ErrLastAdmin)
+	_, err = s.UpdateMember(ctx, "org_old", "alice", store.MemberUpdate{Status: store.MemberSuspended})
+	wantErr(t, "suspending alice, the only active admin after the upgrade", err, store.ErrLastAdmin)
+	if _, err := s.UpdateMember(ctx, "org_old", "bob", store.MemberUpdate{Status: store.MemberActive}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.UpdateMember(ctx, "org_old", "alice", store.MemberUpdate{Role: store.RoleMember}); err != nil {
+		t.Errorf("demoting alice beside the reinstated bob: %v", err)
+	}
+}
+
+// rawDB opens the database behind a store DSN with database/sql, bypassing
+// the store.
+func rawDB(t *testing.T, dsn string) *sql.DB {
+	t.Helper()
+	driver := "pgx"
+	if path, ok := strings.CutPrefix(dsn, "sqlite:"); ok {
+		driver, dsn = "sqlite", path
+	}
+	db, err := sql.Open(driver, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
 // wantMigrations checks that the database has recorded every migration of
 // the migrations directory.
 func wantMigrations(t *testing.T, dsn string) {
@@ -1384,15 +1446,7 @@ func wantMigrations(t *testing.T, dsn string) {
 		t.Fatalf("migration files: %v, %v", files, err)
 	}
 	want := len(files)
-	driver := "pgx"
-	if path, ok := strings.CutPrefix(dsn, "sqlite:"); ok {
-		driver, dsn = "sqlite", path
-	}
-	db, err := sql.Open(driver, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := rawDB(t, dsn)
 	var n int
 	if err := db.QueryRowContext(t.Context(), "SELECT count(*) FROM schema_migrations").Scan(&n); err != nil {
 		t.Fatal(err)
