@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -62,3 +63,47 @@ func Unique(prefix string) string {
 	_, _ = rand.Read(b[:])
 	return prefix + "-" + hex.EncodeToString(b[:])
 }
+
+// RoundTrips is a go-redis hook that counts the round trips of the client
+// it is added to (AddHook): one per command sent alone, one per pipeline,
+// whatever a script runs inside Redis. Unlike the server's INFO
+// commandstats, it sees this client's calls only, so tests sharing a
+// server do not disturb it. Safe for concurrent use.
+type RoundTrips struct {
+	n, scripts atomic.Int64
+}
+
+// Count returns the round trips so far.
+func (r *RoundTrips) Count() int64 { return r.n.Load() }
+
+// Scripts returns the EVAL and EVALSHA commands sent so far (in pipelines
+// too).
+func (r *RoundTrips) Scripts() int64 { return r.scripts.Load() }
+
+func (r *RoundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (r *RoundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		r.n.Add(1)
+		r.script(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+func (r *RoundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		r.n.Add(1)
+		for _, c := range cmds {
+			r.script(c)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+func (r *RoundTrips) script(cmd redis.Cmder) {
+	if n := cmd.Name(); n == "evalsha" || n == "eval" || n == "evalsha_ro" || n == "eval_ro" {
+		r.scripts.Add(1)
+	}
+}
+
+var _ redis.Hook = (*RoundTrips)(nil)
