@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -57,6 +58,14 @@ func (b *syncBuffer) String() string {
 // way, and the test fails naming the address taken.
 func runDev(t *testing.T) *syncBuffer {
 	t.Helper()
+	for _, addr := range []string{devAPIAddr, devAdminAddr, devIssuerAddr, devBackendAddr, devBackendAdminAddr} {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Fatalf("this test runs `edge -dev` on the development mode's fixed addresses, and %s is taken: "+
+				"a running `edge -dev` (or another test of this package, elsewhere on this machine) is in the way; stop it and run again (%v)", addr, err)
+		}
+		_ = ln.Close()
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	out := &syncBuffer{}
 	done := make(chan error, 1)

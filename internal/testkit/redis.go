@@ -61,13 +61,38 @@ func (s *RedisServer) Start() {
 	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
 	defer c.Close()
 	deadline := time.Now().Add(10 * time.Second)
-	for c.Ping(context.Background()).Err() != nil {
+	// The port was free when the test took it, but another process may have
+	// bound it since: only our own process's answer counts.
+	for {
+		pid, err := processID(c)
+		if err == nil && pid == s.cmd.Process.Pid {
+			return
+		}
+		if err == nil {
+			s.t.Fatalf("redis-server on %s answers as process %d, not the test's own %d: another server took the port", s.Addr, pid, s.cmd.Process.Pid)
+		}
 		if time.Now().After(deadline) {
 			log, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
-			s.t.Fatalf("redis-server on %s did not answer:\n%s", s.Addr, log)
+			s.t.Fatalf("redis-server on %s did not answer: %v\n%s", s.Addr, err, log)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// processID reads process_id from INFO server.
+func processID(c *redis.Client) (int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	info, err := c.Info(ctx, "server").Result()
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
+			return strconv.Atoi(v)
+		}
+	}
+	return 0, fmt.Errorf("no process_id in INFO server")
 }
 
 // Stop kills the server, as a crash or a network partition would.
