@@ -65,8 +65,10 @@ func NewClients(baseURL string, p Protocol, token string) Clients {
 }
 
 // NewClientsWith is NewClients over an HTTP client of the caller's (one
-// that speaks HTTP/2 for gRPC), for a connect-go protocol (not HTTPJSON).
-func NewClientsWith(hc *http.Client, baseURL string, p Protocol, token string) Clients {
+// that speaks HTTP/2 for gRPC), for a connect-go protocol (not HTTPJSON),
+// with more connect-go options, e.g. connect.WithSendGzip() to compress
+// every request (in gRPC, the server then compresses its answers too).
+func NewClientsWith(hc *http.Client, baseURL string, p Protocol, token string, more ...connect.ClientOption) Clients {
 	header := http.Header{}
 	if token != "" {
 		header.Set("Authorization", "Bearer "+token)
@@ -80,6 +82,7 @@ func NewClientsWith(hc *http.Client, baseURL string, p Protocol, token string) C
 	case GRPCWeb:
 		opts = append(opts, connect.WithGRPCWeb())
 	}
+	opts = append(opts, more...)
 	return Clients{
 		Org:       svcv1connect.NewOrganizationServiceClient(hc, baseURL, opts...),
 		Env:       svcv1connect.NewEnvironmentServiceClient(hc, baseURL, opts...),
