@@ -6,15 +6,28 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/orgedge/edge/config"
 	"github.com/orgedge/edge/edge/quota"
 )
 
+// redisForExample starts an in-memory Redis; in production: your Redis or
+// Redis Cluster.
+func redisForExample() (*redis.Client, func()) {
+	store := miniredis.NewMiniRedis()
+	if err := store.Start(); err != nil {
+		panic(err)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: store.Addr(), ContextTimeoutEnabled: true})
+	return rdb, func() { _ = rdb.Close(); store.Close() }
+}
+
 // A WatchEnvironment stream holds a lease while it is open.
 func ExampleStreams_Acquire() {
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", ContextTimeoutEnabled: true})
+	rdb, stop := redisForExample()
+	defer stop()
 	streams := quota.NewStreams(rdb, quota.WithLeasePeriod(30*time.Second))
 
 	lease, err := streams.Acquire(context.Background(), "user-1", quota.DefaultMaxStreams)
@@ -27,13 +40,15 @@ func ExampleStreams_Acquire() {
 		return
 	}
 	defer lease.Release()
-	// … serve the stream …
+	fmt.Println("lease held; serve the stream")
+	// Output: lease held; serve the stream
 }
 
 // CreateEnvironment reserves quota before it is forwarded; the backend's
 // answer confirms or rolls back; DeleteEnvironment releases.
 func ExampleEnvironments_Reserve() {
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", ContextTimeoutEnabled: true})
+	rdb, stop := redisForExample()
+	defer stop()
 	envs := quota.NewEnvironments(rdb)
 	limits := config.Default().Limits
 	ctx := context.Background()
@@ -51,7 +66,14 @@ func ExampleEnvironments_Reserve() {
 
 	// … forward CreateEnvironment; on success, with the id it answered:
 	_ = res.Confirm(ctx, "env-1", time.Now())
+	u, _ := envs.Usage(ctx, "user-1")
+	fmt.Println("running:", u.Environments, "created this month:", u.Created)
 
 	// Later, when DeleteEnvironment succeeded (whoever deleted it):
 	_ = envs.Release(ctx, "env-1", time.Now())
+	u, _ = envs.Usage(ctx, "user-1")
+	fmt.Println("running:", u.Environments, "created this month:", u.Created)
+	// Output:
+	// running: 1 created this month: 1
+	// running: 0 created this month: 1
 }

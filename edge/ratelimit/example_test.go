@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/orgedge/edge/edge/ratelimit"
@@ -14,10 +15,16 @@ import (
 // A CreateEnvironment call of a Free-plan subject: the plan's rate, the
 // operation's rate and the daily cap, decided in one round trip.
 func ExampleLimiter_Allow() {
+	store := miniredis.NewMiniRedis() // in production: your Redis or Redis Cluster
+	if err := store.Start(); err != nil {
+		panic(err)
+	}
+	defer store.Close()
 	rdb := redis.NewUniversalClient(&redis.UniversalOptions{
-		Addrs:                 []string{"127.0.0.1:6379"},
+		Addrs:                 []string{store.Addr()},
 		ContextTimeoutEnabled: true, // lets the Limiter's deadline free the connection too
 	})
+	defer rdb.Close()
 	limiter := ratelimit.New(rdb, ratelimit.Options{
 		Timeout: 50 * time.Millisecond,
 		Policy:  ratelimit.FailOpen,
@@ -39,4 +46,5 @@ func ExampleLimiter_Allow() {
 	default:
 		fmt.Println("allowed,", d.Today, "requests today")
 	}
+	// Output: allowed, 1 requests today
 }
