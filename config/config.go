@@ -56,10 +56,15 @@ type Admin struct {
 	Addr string `yaml:"addr"`
 }
 
-// Upstream is the backend the edge forwards to, over cleartext HTTP/2.
+// Upstream is the backend the edge forwards to: gRPC calls and streams
+// over cleartext HTTP/2, other calls over pooled HTTP/1.1.
 type Upstream struct {
-	// URL is http://host:port. Required. Env EDGE_UPSTREAM_URL.
+	// URL is http://host:port. Required unless URLs is set. Env
+	// EDGE_UPSTREAM_URL (which also clears URLs).
 	URL string `yaml:"url"`
+	// URLs, when set, are several backends (http://host:port each); calls
+	// are balanced over them and URL is ignored.
+	URLs []string `yaml:"urls"`
 	// DialTimeout bounds connecting to the backend. Default 2s.
 	DialTimeout time.Duration `yaml:"dial_timeout"`
 	// AdminURL is the backend's admin listener, http://host:port, where the
@@ -68,6 +73,25 @@ type Upstream struct {
 	// (environments deleted around the edge keep their quota slot). Env
 	// EDGE_UPSTREAM_ADMIN_URL.
 	AdminURL string `yaml:"admin_url"`
+	// ResolveInterval: host names are looked up again this often and every
+	// address is a backend of its own (a Kubernetes headless Service).
+	// Default 10s; 0: never (the name is dialed as is, and the resolver
+	// picks one address per connection).
+	ResolveInterval time.Duration `yaml:"resolve_interval"`
+	// MaxConnectionAge retires connections this old (±10%), so that a
+	// Service spreads new ones over new pods. Default 5m; 0: never.
+	MaxConnectionAge time.Duration `yaml:"max_connection_age"`
+	// EjectFor is how long a backend that refuses connections (or fails
+	// three calls in a row) gets no calls. Default 10s.
+	EjectFor time.Duration `yaml:"eject_for"`
+}
+
+// Backends are the upstream URLs: URLs, or URL alone.
+func (u Upstream) Backends() []string {
+	if len(u.URLs) > 0 {
+		return u.URLs
+	}
+	return []string{u.URL}
 }
 
 // OIDC configures token verification.
@@ -292,6 +316,15 @@ type Log struct {
 	Format string `yaml:"format"`
 	// Level is debug, info (default), warn or error. Env EDGE_LOG_LEVEL.
 	Level string `yaml:"level"`
+	// SampleOK is the fraction (0 to 1) of successful calls whose access
+	// line is written; calls with any other outcome always get theirs.
+	// Default 1: every call.
+	SampleOK float64 `yaml:"sample_ok"`
+	// BufferBytes bounds the log lines waiting to be written to stderr;
+	// when stderr lags further behind, lines are dropped and counted
+	// (edge_log_lines_dropped_total) instead of slowing calls down. Lines
+	// buffered at shutdown are written. Default 4MiB.
+	BufferBytes ByteSize `yaml:"buffer_bytes"`
 }
 
 // ByteSize is a size in bytes; in YAML an integer or a string with a unit:

@@ -19,7 +19,10 @@ func Default() *Config {
 			Addr: "127.0.0.1:9090",
 		},
 		Upstream: Upstream{
-			DialTimeout: 2 * time.Second,
+			DialTimeout:      2 * time.Second,
+			ResolveInterval:  10 * time.Second,
+			MaxConnectionAge: 5 * time.Minute,
+			EjectFor:         10 * time.Second,
 		},
 		OIDC: OIDC{
 			ClockSkew: 30 * time.Second,
@@ -88,8 +91,10 @@ func Default() *Config {
 		},
 		Operations: DefaultOperations(),
 		Log: Log{
-			Format: "json",
-			Level:  "info",
+			Format:      "json",
+			Level:       "info",
+			SampleOK:    1,
+			BufferBytes: 4 * MiB,
 		},
 	}
 }

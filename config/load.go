@@ -131,6 +131,9 @@ func parse(data []byte) (*Config, *lineIndex, error) {
 		slices.SortStableFunc(w.probs, func(a, b *fieldError) int { return a.line - b.line })
 		return nil, nil, w.probs
 	}
+	if len(c.Upstream.URLs) == 0 {
+		c.Upstream.URLs = nil // "urls: []" means the default, url alone
+	}
 	if len(c.Redis.ClusterAddrs) == 0 {
 		c.Redis.ClusterAddrs = nil // "cluster_addrs: []" means the default, none
 	}

@@ -209,7 +209,7 @@ log: {format: text, level: debug}
 	want.Redis.Username = "edge"
 	want.Redis.Password = "s3cret"
 	want.Limits.OnRedisFailure = "fail_open"
-	want.Log = config.Log{Format: "json", Level: "warn"}
+	want.Log.Format, want.Log.Level = "json", "warn"
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("got\n%s\nwant\n%s", c, want)
 	}

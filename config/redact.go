@@ -70,7 +70,11 @@ func (c Config) LogValue() slog.Value {
 			slog.String("addr", c.Admin.Addr)),
 		slog.Group("upstream",
 			slog.String("url", c.Upstream.URL),
-			duration("dial_timeout", c.Upstream.DialTimeout)),
+			slog.Any("urls", c.Upstream.URLs),
+			duration("dial_timeout", c.Upstream.DialTimeout),
+			duration("resolve_interval", c.Upstream.ResolveInterval),
+			duration("max_connection_age", c.Upstream.MaxConnectionAge),
+			duration("eject_for", c.Upstream.EjectFor)),
 		slog.Group("oidc",
 			slog.String("issuer_url", c.OIDC.IssuerURL),
 			slog.String("audience", c.OIDC.Audience),
@@ -89,7 +93,9 @@ func (c Config) LogValue() slog.Value {
 		slog.Attr{Key: "operations", Value: slog.GroupValue(ops...)},
 		slog.Group("log",
 			slog.String("format", c.Log.Format),
-			slog.String("level", c.Log.Level)),
+			slog.String("level", c.Log.Level),
+			slog.Float64("sample_ok", c.Log.SampleOK),
+			slog.String("buffer_bytes", c.Log.BufferBytes.String())),
 	)
 }
 

@@ -53,10 +53,22 @@ func (c *Config) Validate() error {
 		p.add("admin.addr", "must differ from listen.addr")
 	}
 
-	checkUpstreamURL(&p, "upstream.url", c.Upstream.URL)
+	if len(c.Upstream.URLs) == 0 {
+		checkUpstreamURL(&p, "upstream.url", c.Upstream.URL)
+	}
+	for i, u := range c.Upstream.URLs {
+		checkUpstreamURL(&p, fmt.Sprintf("upstream.urls[%d]", i), u)
+	}
 	checkPositive(&p, "upstream.dial_timeout", c.Upstream.DialTimeout)
 	if c.Upstream.AdminURL != "" {
 		checkUpstreamURL(&p, "upstream.admin_url", c.Upstream.AdminURL)
+	}
+	checkPositive(&p, "upstream.eject_for", c.Upstream.EjectFor)
+	if c.Upstream.ResolveInterval < 0 {
+		p.add("upstream.resolve_interval", "must be 0 (never) or positive, not %s", c.Upstream.ResolveInterval)
+	}
+	if c.Upstream.MaxConnectionAge < 0 {
+		p.add("upstream.max_connection_age", "must be 0 (never) or positive, not %s", c.Upstream.MaxConnectionAge)
 	}
 
 	checkIssuerURL(&p, "oidc.issuer_url", c.OIDC.IssuerURL)
@@ -91,6 +103,12 @@ func (c *Config) Validate() error {
 	case "debug", "info", "warn", "error":
 	default:
 		p.add("log.level", "must be debug, info, warn or error, not %q", c.Log.Level)
+	}
+	if !(c.Log.SampleOK >= 0 && c.Log.SampleOK <= 1) {
+		p.add("log.sample_ok", "must be between 0 and 1, not %v", c.Log.SampleOK)
+	}
+	if c.Log.BufferBytes < 4*KiB {
+		p.add("log.buffer_bytes", "must be at least 4KiB, not %s", c.Log.BufferBytes)
 	}
 	return p.err()
 }

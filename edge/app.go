@@ -30,6 +30,7 @@ type App struct {
 	api, admin         *http.Server
 	apiAddr, adminAddr string
 	redis              redis.UniversalClient
+	edge               *Server
 	failed             chan error
 	reloadState
 	reconciler     *Reconciler
@@ -42,11 +43,18 @@ type AppOption func(*appOptions)
 type appOptions struct {
 	tracerProvider trace.TracerProvider
 	settle         SettleFunc
+	logs           *LogWriter
 }
 
 // WithQuotaSettler gives the admin API's settle-quota action its function.
 func WithQuotaSettler(f SettleFunc) AppOption {
 	return func(o *appOptions) { o.settle = f }
+}
+
+// WithLogWriter exports the drops of the LogWriter the logger writes to, as
+// edge_log_lines_dropped_total.
+func WithLogWriter(w *LogWriter) AppOption {
+	return func(o *appOptions) { o.logs = w }
 }
 
 // WithTracerProvider makes the edge's spans with tp instead of the global
@@ -73,7 +81,16 @@ func NewApp(cfg *config.Config, log *slog.Logger, version string, opts ...AppOpt
 	auth := authn.New(verifier, cfg.OIDC.TokenCacheSize, cfg.OIDC.ClockSkew)
 
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "edge_log_lines_dropped_total",
+			Help: "Log lines dropped because stderr could not keep up (see log.buffer_bytes).",
+		}, func() float64 {
+			if o.logs == nil {
+				return 0
+			}
+			return float64(o.logs.Dropped())
+		}))
 	procs := classify.Procedures{}
 	for name, info := range config.Procedures() {
 		procs[name] = info.Streaming()
@@ -127,6 +144,7 @@ func NewApp(cfg *config.Config, log *slog.Logger, version string, opts ...AppOpt
 		_ = a.redis.Close()
 		return nil, err
 	}
+	a.edge = handler
 	checks := []Check{{Name: "issuer", Func: verifier.Ready}}
 	if cfg.Limits.OnRedisFailure == config.FailClosed {
 		// Under fail_closed a replica that cannot reach Redis refuses every
@@ -257,10 +275,14 @@ func (a *App) Shutdown(ctx context.Context) error {
 	return errors.Join(err, a.admin.Shutdown(ctx))
 }
 
-// Close releases what Shutdown leaves: connections to Redis.
+// Close releases what Shutdown leaves: connections to Redis and the
+// backends.
 func (a *App) Close() {
 	if a.stopBackground != nil {
 		a.stopBackground()
+	}
+	if a.edge != nil {
+		a.edge.Close()
 	}
 	if a.redis != nil {
 		_ = a.redis.Close()

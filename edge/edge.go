@@ -56,6 +56,7 @@ type Server struct {
 	auth    *authn.Authenticator
 	procs   classify.Procedures
 	proxy   http.Handler
+	pool    *proxy.Pool
 	log     *slog.Logger
 	metrics *Metrics
 	limits  *Limits
@@ -70,9 +71,13 @@ func New(o Options) (*Server, error) {
 	if o.Limits == nil {
 		return nil, errors.New("edge: the limit step is required")
 	}
-	up, err := url.Parse(o.Config.Upstream.URL)
-	if err != nil {
-		return nil, fmt.Errorf("upstream.url: %w", err)
+	var ups []*url.URL
+	for _, raw := range o.Config.Upstream.Backends() {
+		up, err := url.Parse(raw)
+		if err != nil {
+			return nil, fmt.Errorf("upstream: %w", err)
+		}
+		ups = append(ups, up)
 	}
 	s := &Server{
 		cfg:     o.Config,
@@ -92,16 +97,33 @@ func New(o Options) (*Server, error) {
 	o.Limits.setPolicy(newPolicy(o.Config))
 	s.usage = usageHandler(o.Limits)
 	o.Metrics.streaming(o.Procedures)
-	p := proxy.New(proxy.Options{
-		Upstream:       up,
-		DialTimeout:    o.Config.Upstream.DialTimeout,
+	uc := o.Config.Upstream
+	s.pool = proxy.NewPool(proxy.PoolOptions{
+		Upstreams: ups, DialTimeout: uc.DialTimeout, ResolveInterval: uc.ResolveInterval,
+		MaxConnAge: uc.MaxConnectionAge, EjectFor: uc.EjectFor, Logger: s.log,
+		// gRPC needs HTTP/2 for its trailers; a stream is long-lived, and
+		// h2c carries it whatever its protocol.
+		HTTP2: func(r *http.Request) bool {
+			c := inflightOf(r).call
+			return c.Protocol == classify.GRPC || c.Streaming
+		},
+	})
+	s.proxy = proxy.New(proxy.Options{
+		Upstream:       ups[0],
+		Transport:      &upstreamTransport{next: s.pool, tracing: s.tracing, metrics: o.Metrics},
+		Stream:         func(r *http.Request) bool { return inflightOf(r).call.Streaming },
 		ModifyResponse: s.modifyResponse,
 		ErrorHandler:   s.upstreamError,
 	})
-	p.Transport = &upstreamTransport{next: p.Transport, tracing: s.tracing, metrics: o.Metrics}
-	s.proxy = p
 	return s, nil
 }
+
+// Close stops the upstream pool's background work and closes its idle
+// connections.
+func (s *Server) Close() { s.pool.Close() }
+
+// Backends lists the upstream backends and the calls each got.
+func (s *Server) Backends() []proxy.Backend { return s.pool.Backends() }
 
 type callKey struct{}
 
@@ -476,4 +498,13 @@ func clip(s string) string {
 func subjectHash(sub string) string {
 	h := sha256.Sum256([]byte(sub))
 	return hex.EncodeToString(h[:6])
+}
+
+// principalHash is subjectHash of the principal's subject, from the sum the
+// authenticator computed once per token.
+func principalHash(p *identity.Principal) string {
+	if p.SubjectSum == ([32]byte{}) {
+		return subjectHash(p.Subject)
+	}
+	return hex.EncodeToString(p.SubjectSum[:6])
 }

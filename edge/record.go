@@ -2,6 +2,7 @@ package edge
 
 import (
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"time"
@@ -122,6 +123,9 @@ func httpStatusCode(status int) string {
 // and names the subject only by a hash. While the call's span records, the
 // line carries its trace_id, to find the trace from the log and back.
 func (s *Server) logCall(r *http.Request, c classify.Call, p *identity.Principal, rec *recorder, code string, d time.Duration) {
+	if code == "ok" && s.cfg.Log.SampleOK < 1 && rand.Float64() >= s.cfg.Log.SampleOK {
+		return // log.sample_ok: only a share of successful calls is logged
+	}
 	attrs := []slog.Attr{
 		slog.String("procedure", c.Procedure),
 		slog.String("protocol", string(c.Protocol)),
@@ -134,7 +138,7 @@ func (s *Server) logCall(r *http.Request, c classify.Call, p *identity.Principal
 		attrs[0] = slog.String("path", clip(r.URL.Path))
 	}
 	if p != nil {
-		attrs = append(attrs, slog.String("subject", subjectHash(p.Subject)), slog.String("plan", p.Plan))
+		attrs = append(attrs, slog.String("subject", principalHash(p)), slog.String("plan", p.Plan))
 	}
 	if span := trace.SpanFromContext(r.Context()); span.IsRecording() {
 		attrs = append(attrs, slog.String("trace_id", span.SpanContext().TraceID().String()))

@@ -82,6 +82,10 @@ type Principal struct {
 	Plan     string    // the plan claim, lowercased; empty when absent
 	Roles    []string  // sorted, de-duplicated
 	Expiry   time.Time // when the token expires
+	// SubjectSum is SHA-256 of Subject, when the authenticator computed
+	// it (once per verified token): logs and Redis keys name the subject
+	// by it. Zero otherwise.
+	SubjectSum [32]byte
 }
 
 // ServiceAccount reports whether the principal is a service account: a token

@@ -109,10 +109,14 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 			return err
 		}
 	}
-	log := newLogger(cfg.Log)
+	// Log lines leave the request path: a goroutine writes them to stderr.
+	// Deferred first, so that it runs last and writes every line.
+	logs := edge.NewLogWriter(os.Stderr, int(cfg.Log.BufferBytes))
+	defer logs.Close()
+	log := newLogger(cfg.Log, logs)
 	slog.SetDefault(log)
 
-	app, err := edge.NewApp(cfg, log, version())
+	app, err := edge.NewApp(cfg, log, version(), edge.WithLogWriter(logs))
 	if err != nil {
 		return err
 	}
@@ -145,14 +149,14 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	return app.Shutdown(shutdownCtx)
 }
 
-func newLogger(c config.Log) *slog.Logger {
+func newLogger(c config.Log, out io.Writer) *slog.Logger {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(c.Level))
 	opts := &slog.HandlerOptions{Level: level}
 	if c.Format == "text" {
-		return slog.New(slog.NewTextHandler(os.Stderr, opts))
+		return slog.New(slog.NewTextHandler(out, opts))
 	}
-	return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+	return slog.New(slog.NewJSONHandler(out, opts))
 }
 
 // buildVersion is set at build time, as the Dockerfile does:

@@ -78,6 +78,7 @@ func (a *Authenticator) Authenticate(ctx context.Context, h http.Header) (*ident
 	if err != nil {
 		return nil, err
 	}
+	p.SubjectSum = sha256.Sum256([]byte(p.Subject))
 	a.cache.Add(key, &p)
 	return &p, nil
 }

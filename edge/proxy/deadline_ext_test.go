@@ -22,8 +22,7 @@ func TestForwardedTimeoutDeductsTheTimeSpentInTheEdge(t *testing.T) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { seen <- r.Header.Clone() }))
 	defer up.Close()
 	u, _ := url.Parse(up.URL)
-	p := proxy.New(proxy.Options{Upstream: u, DialTimeout: time.Second})
-	p.Transport = http.DefaultTransport
+	p := proxy.New(proxy.Options{Upstream: u, Transport: http.DefaultTransport})
 	for _, c := range []struct {
 		protocol       classify.Protocol
 		header, client string

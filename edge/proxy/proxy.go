@@ -1,17 +1,22 @@
-// Package proxy forwards calls to the backend over cleartext HTTP/2, in the
-// caller's own protocol: bodies stream through unbuffered, trailers arrive
-// intact, hop-by-hop headers stay behind. It is an httputil.ReverseProxy with
-// its hooks set; the edge supplies how to answer errors.
+// Package proxy forwards calls to the backends in the caller's own
+// protocol: bodies stream through, trailers arrive intact, hop-by-hop
+// headers stay behind. gRPC calls and streams go over cleartext HTTP/2 (gRPC
+// needs trailers; a stream needs each message flushed at once); every other
+// call goes over pooled HTTP/1.1 connections, which cost the backend and the
+// edge less, and its answer is copied without a flush per write. A Pool
+// spreads the calls over every backend. The proxy is two
+// httputil.ReverseProxy with their hooks set; the edge supplies how to
+// answer errors.
 package proxy
 
 import (
 	"context"
-	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/orgedge/edge/edge/classify"
@@ -19,8 +24,16 @@ import (
 
 // Options configures a proxy.
 type Options struct {
-	Upstream    *url.URL      // http://host:port
-	DialTimeout time.Duration // bound on connecting to the backend
+	Upstream *url.URL // http://host:port; the pool picks the backend
+	// Transport sends the calls (a Pool, perhaps wrapped). Default: a Pool
+	// on Upstream alone, with h2c for gRPC.
+	Transport http.RoundTripper
+	// DialTimeout bounds connecting to the backend, for the default
+	// Transport.
+	DialTimeout time.Duration
+	// Stream tells a call whose answer must reach the client message by
+	// message (nil: none).
+	Stream func(*http.Request) bool
 	// ModifyResponse and ErrorHandler are httputil.ReverseProxy's hooks.
 	ModifyResponse func(*http.Response) error
 	ErrorHandler   func(http.ResponseWriter, *http.Request, error)
@@ -35,44 +48,72 @@ var internalHeaders = []string{"Idempotent-Replayed", "X-Edge-Subject", "X-Edge-
 // flow-control window per stream.
 const MaxStreamBuffer = 256 << 10
 
+// Proxy is the reverse proxy.
+type Proxy struct {
+	unary, stream *httputil.ReverseProxy
+	isStream      func(*http.Request) bool
+}
+
 // New returns the reverse proxy.
-func New(o Options) *httputil.ReverseProxy {
-	var protocols http.Protocols
-	protocols.SetUnencryptedHTTP2(true)
-	dialer := &net.Dialer{Timeout: o.DialTimeout, KeepAlive: 30 * time.Second}
-	transport := &http.Transport{
-		Protocols:   &protocols,
-		DialContext: dialer.DialContext,
-		// Streams are long-lived, so no response timeout here: every call
-		// carries its own deadline instead.
-		IdleConnTimeout: 90 * time.Second,
-		HTTP2: &http.HTTP2Config{
-			// Notice a dead backend connection within a minute even when idle.
-			SendPingTimeout: 30 * time.Second,
-			PingTimeout:     15 * time.Second,
-			// What the edge buffers of a stream whose client reads slower
-			// than the backend writes (docs/edge.md, slow readers).
-			MaxReceiveBufferPerStream: MaxStreamBuffer,
-		},
-	}
+func New(o Options) *Proxy {
 	upstream := *o.Upstream
-	return &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.SetURL(&upstream)
-			// ReverseProxy has dropped the client's X-Forwarded-* already:
-			// they are hostile. Set them from what the edge saw.
-			pr.SetXForwarded()
-			for _, h := range internalHeaders {
-				pr.Out.Header.Del(h)
-			}
-			forwardTimeout(pr.In.Context(), pr.Out.Header)
-		},
-		Transport:      transport,
-		FlushInterval:  -1, // every message reaches the client at once
-		ModifyResponse: o.ModifyResponse,
-		ErrorHandler:   o.ErrorHandler,
+	newProxy := func(flush time.Duration) *httputil.ReverseProxy {
+		return &httputil.ReverseProxy{
+			Rewrite: func(pr *httputil.ProxyRequest) {
+				pr.SetURL(&upstream)
+				// ReverseProxy has dropped the client's X-Forwarded-* already:
+				// they are hostile. Set them from what the edge saw.
+				pr.SetXForwarded()
+				for _, h := range internalHeaders {
+					pr.Out.Header.Del(h)
+				}
+				forwardTimeout(pr.In.Context(), pr.Out.Header)
+			},
+			Transport:      o.Transport,
+			FlushInterval:  flush,
+			BufferPool:     buffers,
+			ModifyResponse: o.ModifyResponse,
+			ErrorHandler:   o.ErrorHandler,
+		}
+	}
+	if o.Transport == nil {
+		o.Transport = NewPool(PoolOptions{Upstreams: []*url.URL{o.Upstream}, DialTimeout: o.DialTimeout, HTTP2: IsGRPC})
+	}
+	isStream := o.Stream
+	if isStream == nil {
+		isStream = func(*http.Request) bool { return false }
+	}
+	return &Proxy{
+		unary:    newProxy(0), // the server flushes once, at the end
+		stream:   newProxy(-1),
+		isStream: isStream,
 	}
 }
+
+// ServeHTTP forwards one call.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if p.isStream(r) {
+		p.stream.ServeHTTP(w, r)
+		return
+	}
+	p.unary.ServeHTTP(w, r)
+}
+
+// IsGRPC reports a gRPC call (not gRPC-Web), which needs HTTP/2 to the
+// backend for its trailers.
+func IsGRPC(r *http.Request) bool {
+	ct := r.Header.Get("Content-Type")
+	return strings.HasPrefix(ct, "application/grpc") && !strings.HasPrefix(ct, "application/grpc-web")
+}
+
+// buffers are the copy buffers of the proxies: without a pool, ReverseProxy
+// allocates 32 KiB per call.
+var buffers = &bufferPool{pool: sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}}
+
+type bufferPool struct{ pool sync.Pool }
+
+func (b *bufferPool) Get() []byte  { return *b.pool.Get().(*[]byte) }
+func (b *bufferPool) Put(x []byte) { b.pool.Put(&x) }
 
 // Deadline returns how long a call may run: the client's timeout
 // (grpc-timeout or connect-timeout-ms) capped at max, or max when the client

@@ -1,0 +1,137 @@
+package edge_test
+
+import (
+	"bytes"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/orgedge/edge/config"
+	"github.com/orgedge/edge/edge"
+	svcv1 "github.com/orgedge/edge/gen/svc/v1"
+	"github.com/orgedge/edge/internal/testkit"
+	"github.com/orgedge/edge/orgsvc"
+)
+
+// lockedBuffer is an output that may be written from several goroutines;
+// while gate is set, writes wait for it.
+type lockedBuffer struct {
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	gate chan struct{}
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	if b.gate != nil {
+		<-b.gate
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) lines() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return strings.Split(strings.TrimSuffix(b.buf.String(), "\n"), "\n")
+}
+
+// Every line written before Close is out, whole and in each writer's
+// order, after Close.
+func TestLogWriterLosesNoLineOnClose(t *testing.T) {
+	out := &lockedBuffer{}
+	w := edge.NewLogWriter(out, 0)
+	log := slog.New(slog.NewTextHandler(w, nil))
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 2000 {
+				log.Info("call", "g", g, "i", i)
+			}
+		})
+	}
+	wg.Wait()
+	_ = w.Close()
+	lines := out.lines()
+	if len(lines) != 16000 {
+		t.Fatalf("%d lines out, want 16000", len(lines))
+	}
+	next := map[string]int{}
+	for _, l := range lines {
+		var g, i int
+		if _, err := fmt.Sscanf(l[strings.Index(l, " g=")+1:], "g=%d i=%d", &g, &i); err != nil {
+			t.Fatalf("torn line %q: %v", l, err)
+		}
+		if key := fmt.Sprint(g); next[key] != i {
+			t.Fatalf("goroutine %d: line %d after line %d", g, i, next[key]-1)
+		}
+		next[fmt.Sprint(g)]++
+	}
+	if d := w.Dropped(); d != 0 {
+		t.Errorf("%d lines dropped", d)
+	}
+	log.Info("after close") // written directly
+	if l := out.lines(); !strings.Contains(l[len(l)-1], "after close") {
+		t.Errorf("a line written after Close is missing")
+	}
+}
+
+// When the output stalls, writes neither block nor grow the buffer past
+// its bound: lines are dropped and counted, and the rest come out once the
+// output moves again.
+func TestLogWriterDropsAndCountsWhenTheOutputStalls(t *testing.T) {
+	out := &lockedBuffer{gate: make(chan struct{})}
+	w := edge.NewLogWriter(out, 4096)
+	line := strings.Repeat("x", 99) + "\n"
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 1000 {
+			_, _ = w.Write([]byte(line))
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("writes block while the output stalls")
+	}
+	close(out.gate)
+	_ = w.Close()
+	written := len(out.lines())
+	if d := w.Dropped(); d == 0 || uint64(written)+d != 1000 {
+		t.Fatalf("written %d + dropped %d, want 1000 with some dropped", written, d)
+	}
+	// At most the buffer's worth (plus the batch the writer held) got through.
+	if written > 2*4096/100+1 {
+		t.Errorf("%d lines written past a 4KiB buffer", written)
+	}
+}
+
+// log.sample_ok 0 logs no successful call, and every other outcome still.
+func TestAccessLogSamplesOnlySuccessfulCalls(t *testing.T) {
+	s, token := startTracedStack(t, orgsvc.Config{}, func(c *config.Config) { c.Log.SampleOK = 0 })
+	ctx := ctxT(t)
+	c := testkit.NewClients(s.edge.URL, testkit.ConnectJSON, token("pro-sampled")).Org
+	for range 5 {
+		if _, err := c.ListOrganizations(ctx, req(&svcv1.ListOrganizationsRequest{})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bad := testkit.NewClients(s.edge.URL, testkit.ConnectJSON, "not-a-token").Org
+	if _, err := bad.ListOrganizations(ctx, req(&svcv1.ListOrganizationsRequest{})); connect.CodeOf(err) != connect.CodeUnauthenticated {
+		t.Fatalf("bad token: %v", err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(s.edgeLog.String(), `"code":"unauthenticated"`) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	log := s.edgeLog.String()
+	if n := strings.Count(log, `"msg":"call"`); n != 1 || !strings.Contains(log, `"code":"unauthenticated"`) {
+		t.Errorf("%d access lines, want only the refused call's:\n%s", n, log)
+	}
+}

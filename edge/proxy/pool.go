@@ -1,0 +1,418 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// PoolOptions configures the upstream pool.
+type PoolOptions struct {
+	// Upstreams are the backends, http://host:port each. A host name is
+	// re-resolved every ResolveInterval and each of its addresses becomes a
+	// backend of its own (a Kubernetes headless Service).
+	Upstreams []*url.URL
+	// DialTimeout bounds connecting to a backend.
+	DialTimeout time.Duration
+	// ResolveInterval is how often host names are looked up again; 0: never
+	// (the name is dialed as is, so the resolver picks one address per
+	// connection).
+	ResolveInterval time.Duration
+	// MaxConnAge retires a backend's connections once they are this old
+	// (±10%, so that replicas do not reconnect together): new calls open new
+	// connections, which a Service spreads over new pods. 0: never.
+	MaxConnAge time.Duration
+	// EjectFor is how long a backend that refused a connection (or failed
+	// three calls in a row) gets no calls. Default 10s.
+	EjectFor time.Duration
+	// HTTP2 tells the calls that need HTTP/2 to the backend (gRPC, for its
+	// trailers, and streams); the others go over pooled HTTP/1.1.
+	HTTP2 func(*http.Request) bool
+	// Resolver looks host names up (default net.DefaultResolver).
+	Resolver interface {
+		LookupHost(ctx context.Context, host string) ([]string, error)
+	}
+	Logger *slog.Logger
+}
+
+// failuresToEject consecutive failed calls (other than a refused
+// connection, which ejects at once) eject a backend.
+const failuresToEject = 3
+
+// Pool is an http.RoundTripper over every backend: it balances calls (the
+// less busy of the next two in turn), ejects a backend that fails for a
+// while, and sends a call whose connection was refused to another backend.
+// Each backend has an HTTP/1.1 transport (many pooled connections,
+// uncompressed) and an h2c one (gRPC and streams).
+type Pool struct {
+	opts      PoolOptions
+	endpoints atomic.Pointer[[]*endpoint]
+	next      atomic.Uint64
+	stop      chan struct{}
+	stopOnce  sync.Once
+	done      sync.WaitGroup
+}
+
+// endpoint is one backend address.
+type endpoint struct {
+	addr     string // host:port
+	inflight atomic.Int64
+	calls    atomic.Uint64
+	fails    atomic.Int32
+	ejected  atomic.Int64 // until, unix nanoseconds
+	conns    atomic.Pointer[transports]
+}
+
+// transports are an endpoint's connections of one generation.
+type transports struct {
+	h1, h2 *http.Transport
+	retire time.Time // MaxConnAge: after this, a new generation
+}
+
+// NewPool returns the pool; it contacts nothing before the first call (host
+// names are resolved in the background). Close stops the resolver.
+func NewPool(o PoolOptions) *Pool {
+	if o.EjectFor <= 0 {
+		o.EjectFor = 10 * time.Second
+	}
+	if o.Resolver == nil {
+		o.Resolver = net.DefaultResolver
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	p := &Pool{opts: o, stop: make(chan struct{})}
+	var eps []*endpoint
+	resolve := false
+	for _, u := range o.Upstreams {
+		eps = append(eps, p.newEndpoint(u.Host))
+		if net.ParseIP(u.Hostname()) == nil {
+			resolve = true
+		}
+	}
+	p.endpoints.Store(&eps)
+	if resolve && o.ResolveInterval > 0 {
+		p.done.Add(1)
+		go p.resolveLoop()
+	}
+	return p
+}
+
+// Close stops re-resolving and closes idle connections.
+func (p *Pool) Close() {
+	p.stopOnce.Do(func() { close(p.stop) })
+	p.done.Wait()
+	for _, e := range *p.endpoints.Load() {
+		e.conns.Load().closeIdle()
+	}
+}
+
+func (p *Pool) newEndpoint(addr string) *endpoint {
+	e := &endpoint{addr: addr}
+	e.conns.Store(p.newTransports(time.Now()))
+	return e
+}
+
+func (p *Pool) newTransports(now time.Time) *transports {
+	dialer := &net.Dialer{Timeout: p.opts.DialTimeout, KeepAlive: 30 * time.Second}
+	t := &transports{
+		h1: &http.Transport{
+			DialContext: dialer.DialContext,
+			// Unary answers are small and the backend is near: compressing
+			// them costs both sides more than the bytes are worth, and the
+			// edge reads the answers it watches. A client's own
+			// Accept-Encoding still passes through.
+			DisableCompression:  true,
+			MaxIdleConnsPerHost: 256,
+			MaxIdleConns:        1024,
+			IdleConnTimeout:     90 * time.Second,
+		},
+	}
+	var protocols http.Protocols
+	protocols.SetUnencryptedHTTP2(true)
+	t.h2 = &http.Transport{
+		Protocols:          &protocols,
+		DialContext:        dialer.DialContext,
+		DisableCompression: true,
+		// Streams are long-lived, so no response timeout here: every call
+		// carries its own deadline instead.
+		IdleConnTimeout: 90 * time.Second,
+		HTTP2: &http.HTTP2Config{
+			// Notice a dead backend connection within a minute even when idle.
+			SendPingTimeout: 30 * time.Second,
+			PingTimeout:     15 * time.Second,
+			// What the edge buffers of a stream whose client reads slower
+			// than the backend writes (docs/edge.md, slow readers).
+			MaxReceiveBufferPerStream: MaxStreamBuffer,
+		},
+	}
+	if age := p.opts.MaxConnAge; age > 0 {
+		jitter := time.Duration(rand.Int64N(int64(age)/5+1)) - age/10
+		t.retire = now.Add(age + jitter)
+	}
+	return t
+}
+
+func (t *transports) closeIdle() {
+	t.h1.CloseIdleConnections()
+	t.h2.CloseIdleConnections()
+}
+
+// transport returns the endpoint's transport for a call, starting a new
+// generation of connections when the current one is too old. The old
+// generation's calls finish on their connections, which are closed when
+// idle.
+func (e *endpoint) transport(p *Pool, h2 bool, now time.Time) *http.Transport {
+	t := e.conns.Load()
+	if !t.retire.IsZero() && now.After(t.retire) {
+		if fresh := p.newTransports(now); e.conns.CompareAndSwap(t, fresh) {
+			t.closeIdle()
+			time.AfterFunc(30*time.Second, t.closeIdle) // what was busy a moment ago
+		}
+		t = e.conns.Load()
+	}
+	if h2 {
+		return t.h2
+	}
+	return t.h1
+}
+
+func (e *endpoint) isEjected(now int64) bool { return e.ejected.Load() > now }
+
+// RoundTrip sends req to one backend; if the backend refuses the
+// connection (nothing was sent), to another one.
+func (p *Pool) RoundTrip(req *http.Request) (*http.Response, error) {
+	h2 := p.opts.HTTP2 != nil && p.opts.HTTP2(req)
+	now := time.Now()
+	out := new(http.Request)
+	*out = *req
+	u := *req.URL
+	out.URL = &u
+	var body *retryableBody
+	if req.Body != nil && req.Body != http.NoBody {
+		body = &retryableBody{ReadCloser: req.Body}
+		out.Body = body
+	}
+	var tried []*endpoint
+	for {
+		e := p.pick(now.UnixNano(), tried)
+		out.URL.Host = e.addr
+		e.inflight.Add(1)
+		e.calls.Add(1)
+		res, err := e.transport(p, h2, now).RoundTrip(out)
+		if err == nil {
+			e.fails.Store(0)
+			res.Body = &endpointBody{ReadCloser: res.Body, e: e}
+			return res, nil
+		}
+		e.inflight.Add(-1)
+		refused := connectionRefused(err)
+		if refused || e.fails.Add(1) >= failuresToEject {
+			p.eject(e, now, err)
+		}
+		tried = append(tried, e)
+		if !refused || (body != nil && body.read.Load()) || len(tried) >= len(*p.endpoints.Load()) || req.Context().Err() != nil {
+			return nil, err
+		}
+		// The connection was never made: nothing reached that backend, so
+		// the call goes to the next one.
+	}
+}
+
+// pick returns the less busy of the next two backends in turn that are not
+// ejected and not tried yet: round robin while they are equally busy, away
+// from a slow one when not. When every backend is ejected, it picks among
+// them all rather than failing.
+func (p *Pool) pick(now int64, tried []*endpoint) *endpoint {
+	eps := *p.endpoints.Load()
+	if len(eps) == 1 {
+		return eps[0]
+	}
+	start := int(p.next.Add(1) % uint64(len(eps)))
+	var a, b *endpoint
+	for _, ejectedToo := range []bool{false, true} {
+		for k := range eps {
+			e := eps[(start+k)%len(eps)]
+			if slices.Contains(tried, e) || (!ejectedToo && e.isEjected(now)) {
+				continue
+			}
+			if a == nil {
+				a = e
+			} else {
+				b = e
+				break
+			}
+		}
+		if a != nil {
+			break
+		}
+	}
+	switch {
+	case a == nil:
+		return eps[start]
+	case b != nil && b.inflight.Load() < a.inflight.Load():
+		return b
+	}
+	return a
+}
+
+func (p *Pool) eject(e *endpoint, now time.Time, err error) {
+	until := now.Add(p.opts.EjectFor).UnixNano()
+	if old := e.ejected.Load(); old < now.UnixNano() && e.ejected.CompareAndSwap(old, until) {
+		p.opts.Logger.Warn("backend ejected", "backend", e.addr, "for", p.opts.EjectFor, "err", err)
+	}
+	e.fails.Store(0)
+}
+
+// connectionRefused reports an error in connecting, before anything of
+// the call was sent.
+func connectionRefused(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// retryableBody keeps a request body open across a refused connection
+// (the transport closes it on every error) and notes whether any of it was
+// read, in which case the call is not sent elsewhere.
+//
+// The server closes the client's body when the call ends, so Close has
+// nothing to do.
+type retryableBody struct {
+	io.ReadCloser
+	read atomic.Bool
+}
+
+func (b *retryableBody) Read(p []byte) (int, error) {
+	b.read.Store(true)
+	return b.ReadCloser.Read(p)
+}
+
+func (b *retryableBody) Close() error { return nil }
+
+// endpointBody counts the call in flight on its backend until the answer
+// is read or closed.
+type endpointBody struct {
+	io.ReadCloser
+	e    *endpoint
+	once atomic.Bool
+}
+
+func (b *endpointBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil {
+		b.end()
+	}
+	return n, err
+}
+
+func (b *endpointBody) Close() error {
+	b.end()
+	return b.ReadCloser.Close()
+}
+
+func (b *endpointBody) end() {
+	if b.once.CompareAndSwap(false, true) {
+		b.e.inflight.Add(-1)
+	}
+}
+
+// resolveLoop looks the host names up now and every ResolveInterval.
+func (p *Pool) resolveLoop() {
+	defer p.done.Done()
+	t := time.NewTicker(p.opts.ResolveInterval)
+	defer t.Stop()
+	for {
+		p.resolve()
+		select {
+		case <-p.stop:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// resolve replaces the endpoints by every address of every upstream,
+// keeping the state (connections, ejection) of those that stay. A name that
+// does not resolve keeps its previous addresses.
+func (p *Pool) resolve() {
+	old := *p.endpoints.Load()
+	byAddr := make(map[string]*endpoint, len(old))
+	for _, e := range old {
+		byAddr[e.addr] = e
+	}
+	var addrs []string
+	for _, u := range p.opts.Upstreams {
+		host, port := u.Hostname(), u.Port()
+		if port == "" {
+			port = "80"
+		}
+		if net.ParseIP(host) != nil {
+			addrs = append(addrs, u.Host)
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ips, err := p.opts.Resolver.LookupHost(ctx, host)
+		cancel()
+		if err != nil || len(ips) == 0 {
+			p.opts.Logger.Warn("upstream name not resolved; keeping its previous addresses", "host", host, "err", err)
+			for _, e := range old {
+				if h, pt, _ := net.SplitHostPort(e.addr); pt == port && (h == host || net.ParseIP(h) != nil) {
+					addrs = append(addrs, e.addr)
+				}
+			}
+			continue
+		}
+		for _, ip := range ips {
+			addrs = append(addrs, net.JoinHostPort(ip, port))
+		}
+	}
+	slices.Sort(addrs)
+	addrs = slices.Compact(addrs)
+	eps := make([]*endpoint, 0, len(addrs))
+	for _, a := range addrs {
+		e := byAddr[a]
+		if e == nil {
+			e = p.newEndpoint(a)
+		}
+		delete(byAddr, a)
+		eps = append(eps, e)
+	}
+	if len(eps) == 0 {
+		return
+	}
+	p.endpoints.Store(&eps)
+	for _, gone := range byAddr {
+		gone.conns.Load().closeIdle()
+	}
+	if len(byAddr) > 0 || len(eps) != len(old) {
+		p.opts.Logger.Info("upstream backends", "addrs", strings.Join(addrs, ","))
+	}
+}
+
+// Backend is one backend's standing, for metrics and tests.
+type Backend struct {
+	Addr     string
+	Calls    uint64 // calls sent to it, since start
+	InFlight int64
+	Ejected  bool
+}
+
+// Backends lists the current backends.
+func (p *Pool) Backends() []Backend {
+	now := time.Now().UnixNano()
+	var out []Backend
+	for _, e := range *p.endpoints.Load() {
+		out = append(out, Backend{Addr: e.addr, Calls: e.calls.Load(), InFlight: e.inflight.Load(), Ejected: e.isEjected(now)})
+	}
+	return out
+}
