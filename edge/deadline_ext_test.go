@@ -1,6 +1,7 @@
 package edge_test
 
 import (
+	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -36,6 +37,10 @@ func startStuckUpstream(t *testing.T) *stuckUpstream {
 	}
 	done := make(chan struct{})
 	srv := orgsvc.NewServer("", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Read the request first, as every backend does (connect-go reads
+		// the whole message before calling the method): an HTTP/1.1 server
+		// notices a closed connection only once the body is read.
+		_, _ = io.Copy(io.Discard, r.Body)
 		u.mu.Lock()
 		u.timeouts = append(u.timeouts, forwardedTimeout(r.Header))
 		u.mu.Unlock()

@@ -117,9 +117,9 @@ func (l *Limits) admitReplay(ctx context.Context, w http.ResponseWriter, c class
 func (l *Limits) admitCall(ctx context.Context, w http.ResponseWriter, c classify.Call, p *identity.Principal, rule *policy.Rule, pol *Policy, replay bool) (*admission, *connect.Error) {
 	planName, plan := pol.Limits.PlanFor(p.Plan, p.Subject)
 	req := ratelimit.Request{
-		Subject: p.Subject,
-		Limits:  []ratelimit.Limit{{Name: planLimit, Rate: plan.RequestsPerMinute, Period: time.Minute, Burst: plan.Burst}},
-		Daily:   plan.RequestsPerDay,
+		Subject: p.Subject, SubjectSum: p.SubjectSum,
+		Limits: []ratelimit.Limit{{Name: planLimit, Rate: plan.RequestsPerMinute, Period: time.Minute, Burst: plan.Burst}},
+		Daily:  plan.RequestsPerDay,
 	}
 	if rule.RatePerMinute > 0 && !replay {
 		req.Limits = append(req.Limits, ratelimit.Limit{Name: operationPrefix + c.Method, Rate: rule.RatePerMinute, Period: time.Minute, Burst: rule.RatePerMinute})
@@ -476,21 +476,41 @@ func setRateLimitHeaders(h http.Header, states []ratelimit.State, now time.Time)
 		return
 	}
 	tight := states[0]
-	policies := make([]string, 0, len(states))
-	current := make([]string, 0, len(states))
-	for _, s := range states {
+	policies := make([]byte, 0, 40*len(states))
+	current := make([]byte, 0, 40*len(states))
+	for i, s := range states {
 		if s.Remaining < tight.Remaining {
 			tight = s
 		}
-		name := strconv.Quote(s.Name)
-		policies = append(policies, fmt.Sprintf("%s;q=%d;w=%d", name, s.Limit, int64(s.Window/time.Second)))
-		current = append(current, fmt.Sprintf("%s;r=%d;t=%d", name, max(s.Remaining, 0), ceilSeconds(s.ResetAfter)))
+		if i > 0 {
+			policies = append(policies, ", "...)
+			current = append(current, ", "...)
+		}
+		policies = strconv.AppendQuote(policies, s.Name)
+		policies = append(policies, ";q="...)
+		policies = strconv.AppendInt(policies, int64(s.Limit), 10)
+		policies = append(policies, ";w="...)
+		policies = strconv.AppendInt(policies, int64(s.Window/time.Second), 10)
+		current = strconv.AppendQuote(current, s.Name)
+		current = append(current, ";r="...)
+		current = strconv.AppendInt(current, int64(max(s.Remaining, 0)), 10)
+		current = append(current, ";t="...)
+		current = strconv.AppendInt(current, ceilSeconds(s.ResetAfter), 10)
 	}
-	h.Set("X-RateLimit-Limit", strconv.Itoa(tight.Limit))
-	h.Set("X-RateLimit-Remaining", strconv.Itoa(max(tight.Remaining, 0)))
-	h.Set("X-RateLimit-Reset", strconv.FormatInt(now.Add(time.Duration(ceilSeconds(tight.ResetAfter))*time.Second).Unix(), 10))
-	h.Set("RateLimit-Policy", strings.Join(policies, ", "))
-	h.Set("RateLimit", strings.Join(current, ", "))
+	// One allocation for the five values, and keys already in canonical
+	// form: Header.Set would canonicalize (and allocate) each on every call.
+	v := []string{
+		strconv.Itoa(tight.Limit),
+		strconv.Itoa(max(tight.Remaining, 0)),
+		strconv.FormatInt(now.Add(time.Duration(ceilSeconds(tight.ResetAfter))*time.Second).Unix(), 10),
+		string(policies),
+		string(current),
+	}
+	h["X-Ratelimit-Limit"] = v[0:1:1]
+	h["X-Ratelimit-Remaining"] = v[1:2:2]
+	h["X-Ratelimit-Reset"] = v[2:3:3]
+	h["Ratelimit-Policy"] = v[3:4:4]
+	h["Ratelimit"] = v[4:5:5]
 }
 
 func ceilSeconds(d time.Duration) int64 {

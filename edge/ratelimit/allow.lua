@@ -29,8 +29,14 @@ local jan_1_2017 = 1483228800
 local now = redis.call("TIME")
 now = (now[1] - jan_1_2017) + (now[2] / 1000000)
 
+-- One read for every limit's TAT and the day's count (the keys share a
+-- hash tag, so one slot).
+local reads = redis.call("MGET", unpack(KEYS, 1, n + 1))
+
 local allowed = true
-local limits = {}
+-- Per limit i: tat, new_tat, diff, remaining, emission_interval, burst_offset
+-- at 6i-5 .. 6i of one flat table.
+local l = {}
 for i = 1, n do
   local burst = ARGV[3 + 3 * i]
   local rate = ARGV[4 + 3 * i]
@@ -40,7 +46,7 @@ for i = 1, n do
   local increment = emission_interval * cost
   local burst_offset = emission_interval * burst
 
-  local tat = redis.call("GET", KEYS[i])
+  local tat = reads[i]
   if not tat then
     tat = now
   else
@@ -55,56 +61,59 @@ for i = 1, n do
   if remaining < 0 then
     allowed = false
   end
-  limits[i] = {
-    tat = tat, new_tat = new_tat, diff = diff, remaining = remaining,
-    emission_interval = emission_interval, burst_offset = burst_offset,
-  }
+  local b = 6 * i - 6
+  l[b + 1], l[b + 2], l[b + 3], l[b + 4], l[b + 5], l[b + 6] =
+    tat, new_tat, diff, remaining, emission_interval, burst_offset
 end
 
-local today = tonumber(redis.call("GET", KEYS[n + 1]) or "0")
+local today = tonumber(reads[n + 1] or "0")
 local daily_refused = cap > 0 and today + cost > cap
 if daily_refused then
   allowed = false
 end
 
+local result = {0, 0, today, 0}
 if not allowed then
   -- Nothing is consumed. A refusing limit answers as redis_rate does; a
   -- limit that would have admitted reports what it still has.
-  local month = tonumber(redis.call("GET", KEYS[n + 2]) or "0")
-  local result = {0, daily_refused and 1 or 0, today, month}
+  result[2] = daily_refused and 1 or 0
+  result[4] = tonumber(redis.call("GET", KEYS[n + 2]) or "0")
   for i = 1, n do
-    local l = limits[i]
-    local reset_after = l.tat - now
-    if l.remaining < 0 then
-      local retry_after = l.diff * -1
-      table.insert(result, 1)
-      table.insert(result, 0)
-      table.insert(result, tostring(retry_after))
+    local b = 6 * i - 6
+    local tat, diff, remaining = l[b + 1], l[b + 3], l[b + 4]
+    local r = 4 * i
+    if remaining < 0 then
+      result[r + 1], result[r + 2], result[r + 3] = 1, 0, tostring(diff * -1)
     else
-      table.insert(result, 0)
-      table.insert(result, math.floor((now - (l.tat - l.burst_offset)) / l.emission_interval))
-      table.insert(result, tostring(-1))
+      result[r + 1], result[r + 2], result[r + 3] =
+        0, math.floor((now - (tat - l[b + 6])) / l[b + 5]), tostring(-1)
     end
-    table.insert(result, tostring(reset_after))
+    result[r + 4] = tostring(tat - now)
   end
   return result
 end
 
-local result = {1, 0, 0, 0}
+result[1] = 1
 for i = 1, n do
-  local l = limits[i]
-  local reset_after = l.new_tat - now
+  local b = 6 * i - 6
+  local new_tat = l[b + 2]
+  local reset_after = new_tat - now
   if reset_after > 0 then
-    redis.call("SET", KEYS[i], l.new_tat, "EX", math.ceil(reset_after))
+    redis.call("SET", KEYS[i], new_tat, "EX", math.ceil(reset_after))
   end
-  table.insert(result, 0)
-  table.insert(result, math.floor(l.remaining))
-  table.insert(result, tostring(-1))
-  table.insert(result, tostring(reset_after))
+  local r = 4 * i
+  result[r + 1], result[r + 2], result[r + 3], result[r + 4] =
+    0, math.floor(l[b + 4]), tostring(-1), tostring(reset_after)
 end
 
+-- The counters get their expiry when they are made (the call that finds
+-- them at cost): one command each per call instead of two.
 result[3] = redis.call("INCRBY", KEYS[n + 1], cost)
-redis.call("EXPIRE", KEYS[n + 1], ARGV[4])
+if result[3] == cost then
+  redis.call("EXPIRE", KEYS[n + 1], ARGV[4])
+end
 result[4] = redis.call("INCRBY", KEYS[n + 2], cost)
-redis.call("EXPIRE", KEYS[n + 2], ARGV[5])
+if result[4] == cost then
+  redis.call("EXPIRE", KEYS[n + 2], ARGV[5])
+end
 return result

@@ -68,6 +68,9 @@ type Limit struct {
 type Request struct {
 	// Subject is whose limits these are (API key, user); any string.
 	Subject string
+	// SubjectSum, when not zero, is SHA-256 of Subject, computed once by the
+	// caller (per verified token) so that each call need not.
+	SubjectSum [32]byte
 	// Limits are checked and consumed together.
 	Limits []Limit
 	// Daily caps the subject's requests per UTC day of the edge's clock;
@@ -351,24 +354,33 @@ type keys struct {
 // request's keys are on one Redis Cluster slot; the tag is a hash of the
 // subject, which may hold any character (braces too).
 func keysFor(keyPrefix string, req Request, now time.Time) keys {
-	sum := sha256.Sum256([]byte(req.Subject))
-	prefix := keyPrefix + "rl:{" + hex.EncodeToString(sum[:16]) + "}:"
+	sum := req.SubjectSum
+	if sum == ([32]byte{}) {
+		sum = sha256.Sum256([]byte(req.Subject))
+	}
+	var tag [32]byte
+	hex.Encode(tag[:], sum[:16])
+	prefix := keyPrefix + "rl:{" + string(tag[:]) + "}:"
 	now = now.UTC()
 	y, m, d := now.Date()
+	var date [10]byte
+	day := now.AppendFormat(date[:0], time.DateOnly)
 	k := keys{
 		now:      now,
-		day:      prefix + "day:" + now.Format(time.DateOnly),
-		month:    prefix + "month:" + now.Format("2006-01"),
+		day:      prefix + "day:" + string(day),
+		month:    prefix + "month:" + string(day[:7]),
 		midnight: time.Date(y, m, d+1, 0, 0, 0, 0, time.UTC),
 		monthEnd: time.Date(y, m+1, 1, 0, 0, 0, 0, time.UTC),
+		all:      make([]string, 0, len(req.Limits)+2),
+		ids:      make([]string, 0, len(req.Limits)),
 	}
 	for _, lim := range req.Limits {
 		key := prefix + lim.Name
 		k.all = append(k.all, key)
-		k.ids = append(k.ids, fmt.Sprintf("%s|%d/%d/%d", key, lim.Rate, lim.Period, lim.Burst))
+		k.ids = append(k.ids, key+"|"+strconv.Itoa(lim.Rate)+"/"+strconv.FormatInt(int64(lim.Period), 10)+"/"+strconv.Itoa(lim.Burst))
 	}
 	k.all = append(k.all, k.day, k.month)
-	k.dayID = fmt.Sprintf("%s|%d", k.day, req.Daily)
+	k.dayID = k.day + "|" + strconv.Itoa(req.Daily)
 	return k
 }
 

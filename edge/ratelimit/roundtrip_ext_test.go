@@ -1,6 +1,12 @@
 package ratelimit_test
 
 import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -74,4 +80,69 @@ func TestACachedRefusalCostsNoRedisCallUntilItsRetryTime(t *testing.T) {
 	if got != 1 {
 		t.Fatalf("after the retry time a request made %d script calls, want 1", got)
 	}
+}
+
+// commandCalls is the server's count of calls per command, scripts' own
+// commands included.
+func commandCalls(t *testing.T, rdb redis.UniversalClient) map[string]int64 {
+	t.Helper()
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := map[string]int64{}
+	for line := range strings.SplitSeq(info, "\n") {
+		name, stats, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") {
+			continue
+		}
+		v, _, _ := strings.Cut(strings.TrimPrefix(stats, "calls="), ",")
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		calls[strings.TrimPrefix(name, "cmdstat_")] = n
+	}
+	return calls
+}
+
+// An admitted request of one plan limit and a daily cap costs Redis as
+// little as it can while deciding exactly as redis_rate does: the clock,
+// one read of the limit and the day, the limit's write, and the two
+// counters, whose expiry is set once, when they are made. (redis_rate's
+// Allow runs TIME, GET, SET.)
+func TestAnAdmittedRequestRunsFiveRedisCommands(t *testing.T) {
+	srv := testenv.StartRedisProcess(t, testenv.RedisProcessOptions{})
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { _ = rdb.Close() })
+	l := ratelimit.New(rdb, ratelimit.Options{})
+	req := ratelimit.Request{Subject: "commands", Limits: []ratelimit.Limit{freePlan}, Daily: freeDaily}
+	allow(t, l, req) // loads the script, makes the counters
+	before := commandCalls(t, rdb)
+	if d := allow(t, l, req); !d.Allowed {
+		t.Fatalf("%+v", d)
+	}
+	after := commandCalls(t, rdb)
+	var inScript int64
+	var ran []string
+	for name, n := range after {
+		if d := n - before[name]; d > 0 && name != "info" && name != "evalsha" {
+			inScript += d
+			ran = append(ran, fmt.Sprintf("%s×%d", name, d))
+		}
+	}
+	if after["evalsha"]-before["evalsha"] != 1 || inScript != 5 {
+		t.Fatalf("an admitted request ran %d script call(s) and %d commands in it (%v), want 1 and 5",
+			after["evalsha"]-before["evalsha"], inScript, ran)
+	}
+	ttl, err := rdb.TTL(context.Background(), "rl:{"+subjectTag("commands")+"}:day:"+time.Now().UTC().Format(time.DateOnly)).Result()
+	if err != nil || ttl <= 0 {
+		t.Fatalf("the day counter has TTL %v (%v), want one", ttl, err)
+	}
+}
+
+// subjectTag is the hash tag of a subject's keys.
+func subjectTag(subject string) string {
+	sum := sha256.Sum256([]byte(subject))
+	return hex.EncodeToString(sum[:16])
 }

@@ -1,0 +1,82 @@
+package edge
+
+import (
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/orgedge/edge/config"
+	"github.com/orgedge/edge/edge/classify"
+	"github.com/orgedge/edge/edge/ratelimit"
+	"github.com/orgedge/edge/identity"
+)
+
+// The hot path's steps that live in this package, one benchmark each, so
+// that a regression shows in benchstat (docs/benchmarks.md). The others:
+// classify.BenchmarkClassify, authn.BenchmarkCachedToken,
+// ratelimit.BenchmarkAllowRealRedis, proxy.BenchmarkProxyHop.
+
+var benchCall = classify.Call{
+	Protocol: classify.HTTP, Procedure: "/svc.v1.OrganizationService/GetOrganization",
+	Service: "svc.v1.OrganizationService", Method: "GetOrganization", JSON: true, UnaryConnect: true,
+}
+
+// BenchmarkRateLimitHeaders formats the rate limit headers of an admitted
+// call with a plan limit and a daily cap.
+func BenchmarkRateLimitHeaders(b *testing.B) {
+	states := []ratelimit.State{
+		{Name: "plan", Limit: 6000, Burst: 200, Window: time.Minute, Remaining: 199, ResetAfter: 10 * time.Millisecond},
+		{Name: ratelimit.DailyName, Limit: 1_000_000, Burst: 1_000_000, Window: 24 * time.Hour, Remaining: 999_000, ResetAfter: 5 * time.Hour},
+	}
+	h := http.Header{}
+	now := time.Now()
+	b.ReportAllocs()
+	for b.Loop() {
+		setRateLimitHeaders(h, states, now)
+	}
+}
+
+// BenchmarkMetrics is what every forwarded call records: the request
+// counter and duration, the upstream duration, the limit decision.
+func BenchmarkMetrics(b *testing.B) {
+	m := NewMetrics(prometheus.NewRegistry(), nil, &Limits{}, "bench")
+	b.ReportAllocs()
+	for b.Loop() {
+		m.observe(benchCall, "ok", time.Millisecond)
+		m.forwarded(benchCall, time.Millisecond)
+		m.decided("enterprise", "rate", true)
+	}
+}
+
+// BenchmarkAccessLog writes one access line (JSON, as in production) into
+// the buffered log writer.
+func BenchmarkAccessLog(b *testing.B) {
+	logs := NewLogWriter(io.Discard, 0)
+	defer logs.Close()
+	cfg := config.Default()
+	s := &Server{cfg: cfg, log: slog.New(slog.NewJSONHandler(logs, nil))}
+	r := httptest.NewRequest("POST", benchCall.Procedure, nil)
+	r.Header.Set("X-Request-Id", "0123456789abcdef0123456789abcdef")
+	p := &identity.Principal{Subject: "bench-subject", Plan: "enterprise"}
+	p.SubjectSum[0] = 1
+	rec := &recorder{status: http.StatusOK}
+	b.ReportAllocs()
+	for b.Loop() {
+		s.logCall(r, benchCall, p, rec, "ok", time.Millisecond)
+	}
+}
+
+// BenchmarkRequestID makes a request id for a call that brings none.
+func BenchmarkRequestID(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		if requestID("") == "" {
+			b.Fatal("no id")
+		}
+	}
+}
