@@ -39,13 +39,16 @@ func main() {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(cfg.Log.Level))
 	opts := &slog.HandlerOptions{Level: level}
+	// As cmd/edge: log lines go through the buffered writer.
+	logs := edge.NewLogWriter(os.Stderr, int(cfg.Log.BufferBytes))
+	defer logs.Close()
 	var lg *slog.Logger
 	if cfg.Log.Format == "text" {
-		lg = slog.New(slog.NewTextHandler(os.Stderr, opts))
+		lg = slog.New(slog.NewTextHandler(logs, opts))
 	} else {
-		lg = slog.New(slog.NewJSONHandler(os.Stderr, opts))
+		lg = slog.New(slog.NewJSONHandler(logs, opts))
 	}
-	app, err := edge.NewApp(cfg, lg, "edgeprof")
+	app, err := edge.NewApp(cfg, lg, "edgeprof", edge.WithLogWriter(logs))
 	if err != nil {
 		log.Fatalf("edgeprof: %v", err)
 	}
