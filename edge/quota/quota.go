@@ -7,7 +7,9 @@
 //   - Environments: environment quotas (concurrent, per calendar month) and
 //     compute quotas (vCPU-hours and memory GB-hours per calendar month),
 //     reserved before CreateEnvironment is forwarded, confirmed or rolled
-//     back by the backend's answer, released on DeleteEnvironment.
+//     back by the backend's answer, released on DeleteEnvironment and forced
+//     deletes (ReleaseAll), and reconciled with the backend's truth
+//     (Reconcile).
 //
 // Each decision is one Lua script, run on the slot of the subject's keys:
 // the scripts are the algorithm, the Go code passes arguments and decodes
@@ -32,6 +34,14 @@
 //	q:{tag}:envs:2026-11   hash: created, vcpu, mem (this month's count and
 //	                       the usage of environments closed in it)
 //	q:owner:<environment>  string: the subject that owns a running environment
+//	q:envs:index           sorted set: tags of subjects with running
+//	                       environments (score bumped on each confirmation)
+//	q:envs:reconciling     string: the lease of the last reconciliation pass
+//
+// Every key expires: leases and reservations with their period, the month's
+// counters five weeks after the month, running records (and their owners and
+// the index) DefaultRecordTTL after the last confirmation or reconciliation
+// pass that saw them alive.
 //
 // Compute is counted in milli-units × seconds (a 2 vCPU environment for one
 // hour is 7,200,000 vCPU units), integers that Lua's doubles hold exactly.
