@@ -2,10 +2,13 @@ package wire_test
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
+	"encoding/binary"
 	"errors"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -98,5 +101,89 @@ func TestUnaryMessageReadsSuccessInEveryProtocolAndSeesFailures(t *testing.T) {
 				t.Fatalf("a failed call read as %v", err)
 			}
 		})
+	}
+}
+
+// gzipRecorder keeps the last raw answer, leaving the client's compression
+// headers alone: the backend answers compressed.
+type gzipRecorder struct{ recorder }
+
+func (r *gzipRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	res, err := r.base.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	buf := &bytes.Buffer{}
+	r.mu.Lock()
+	r.res, r.body = res, buf
+	r.mu.Unlock()
+	res.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.TeeReader(res.Body, buf), res.Body}
+	return res, nil
+}
+
+func TestUnaryMessageReadsGzipAnswersInEveryProtocol(t *testing.T) {
+	iss := testkit.StartIssuer(t)
+	be := testkit.StartBackend(t, testkit.SQLite, iss.URL(), orgsvc.Config{})
+	tok := testkit.Token(t, iss.URL(), "carol")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cases := []struct {
+		name string
+		call classify.Call
+		opts []connect.ClientOption
+		h2   bool
+		head string // the header that names the answer's compression
+	}{
+		{"ConnectProto", classify.Call{Protocol: classify.Connect, UnaryConnect: true}, nil, false, "Content-Encoding"},
+		{"ConnectJSON", classify.Call{Protocol: classify.Connect, UnaryConnect: true, JSON: true}, []connect.ClientOption{connect.WithProtoJSON()}, false, "Content-Encoding"},
+		{"GRPC", classify.Call{Protocol: classify.GRPC}, []connect.ClientOption{connect.WithGRPC()}, true, "Grpc-Encoding"},
+		{"GRPCWeb", classify.Call{Protocol: classify.GRPCWeb}, []connect.ClientOption{connect.WithGRPCWeb()}, false, "Grpc-Encoding"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			base := testkit.HTTP1Client.Transport
+			if c.h2 {
+				base = testkit.H2CClient.Transport
+			}
+			rec := &gzipRecorder{recorder{base: base}}
+			opts := append([]connect.ClientOption{connect.WithSendGzip()}, c.opts...)
+			client := svcv1connect.NewOrganizationServiceClient(&http.Client{Transport: rec}, be.URL, opts...)
+			r := connect.NewRequest(&svcv1.CreateOrganizationRequest{Name: "gzip-" + strings.ToLower(c.name), BillingEmail: "a@b.example"})
+			r.Header().Set("Authorization", "Bearer "+tok)
+			org, err := client.CreateOrganization(ctx, r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			if enc := rec.res.Header.Get(c.head); enc != "gzip" {
+				t.Fatalf("the backend answered %s %q, want gzip: the test reads nothing compressed", c.head, enc)
+			}
+			got := new(svcv1.Organization)
+			if err := wire.UnaryMessage(c.call, rec.res, rec.body.Bytes(), got); err != nil || got.Id != org.Msg.Id {
+				t.Fatalf("read %v, %v", got, err)
+			}
+		})
+	}
+}
+
+func TestUnaryMessageRefusesToInflatePastItsBound(t *testing.T) {
+	var zipped bytes.Buffer
+	zw := gzip.NewWriter(&zipped)
+	_, _ = zw.Write(make([]byte, wire.MaxMessageBytes+1))
+	_ = zw.Close()
+	frame := append([]byte{1, 0, 0, 0, 0}, zipped.Bytes()...)
+	binary.BigEndian.PutUint32(frame[1:5], uint32(zipped.Len()))
+	res := &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Grpc-Encoding": {"gzip"}}, Trailer: http.Header{"Grpc-Status": {"0"}}}
+	err := wire.UnaryMessage(classify.Call{Protocol: classify.GRPC}, res, frame, new(svcv1.Organization))
+	if !errors.Is(err, wire.ErrTooLarge) {
+		t.Fatalf("a 1 MiB bomb read as %v, want ErrTooLarge", err)
+	}
+	res.Header.Set("Grpc-Encoding", "snappy")
+	if err := wire.UnaryMessage(classify.Call{Protocol: classify.GRPC}, res, frame, new(svcv1.Organization)); err == nil || errors.Is(err, wire.ErrFailed) {
+		t.Fatalf("an unknown compression read as %v, want an error that is not ErrFailed", err)
 	}
 }
