@@ -42,6 +42,22 @@ type Listen struct {
 	MaxHeaderBytes ByteSize `yaml:"max_header_bytes"`
 	// ShutdownGrace is how long open calls may drain on shutdown. Default 30s.
 	ShutdownGrace time.Duration `yaml:"shutdown_grace"`
+	// ClientAddress says where a call's client address comes from (for the
+	// per-address bound on failed authentications). Default: the socket peer.
+	ClientAddress ClientAddress `yaml:"client_address"`
+}
+
+// ClientAddress names the header a trusted proxy in front of the edge sets
+// to the client's address. A call whose socket peer is not one of
+// TrustedProxies is judged by its peer, whatever its headers say.
+type ClientAddress struct {
+	// Header is X-Real-IP, X-Forwarded-For (its last entry, the one the
+	// nearest proxy appended, is used) or another header holding one
+	// address. Empty: the socket peer is the client.
+	Header string `yaml:"header"`
+	// TrustedProxies are IP addresses or CIDR prefixes of the proxies that
+	// set Header. Required with Header.
+	TrustedProxies []string `yaml:"trusted_proxies"`
 }
 
 // TLS names a certificate and its key, PEM files.
@@ -98,12 +114,21 @@ func (u Upstream) Backends() []string {
 type OIDC struct {
 	// IssuerURL is the OIDC issuer. Required. Env EDGE_OIDC_ISSUER_URL.
 	IssuerURL string `yaml:"issuer_url"`
-	// Audience, when set, must be the token's aud or azp. Env EDGE_OIDC_AUDIENCE.
+	// Audience is the API's own client id at the issuer; every token must
+	// name it in aud. Required unless AllowAnyAudience. Env EDGE_OIDC_AUDIENCE.
 	Audience string `yaml:"audience"`
+	// AllowAnyAudience accepts tokens minted for any client of the issuer.
+	// For development only; excludes Audience. Default false.
+	AllowAnyAudience bool `yaml:"allow_any_audience"`
+	// AzpAsAudience also accepts a token whose azp is Audience (one the API's
+	// own client got for itself) when its aud does not name Audience.
+	// Default false.
+	AzpAsAudience bool `yaml:"azp_as_audience"`
 	// ClockSkew tolerated on exp. Default 30s; at most 5m.
 	ClockSkew time.Duration `yaml:"clock_skew"`
-	// RoleClaims are dotted claim paths holding roles; "${azp}" stands for
-	// the token's azp. Default Keycloak's realm and client roles.
+	// RoleClaims are dotted claim paths holding roles; "${audience}" stands
+	// for Audience and "${azp}" for the token's azp. Default Keycloak's realm
+	// roles and the client roles of the API's own client.
 	RoleClaims []string `yaml:"role_claims"`
 	// PlanClaim names the claim carrying the subject's plan. Default "plan".
 	PlanClaim string `yaml:"plan_claim"`
@@ -111,6 +136,27 @@ type OIDC struct {
 	TokenCacheSize int `yaml:"token_cache_size"`
 	// HTTPTimeout bounds discovery and JWKS requests. Default 5s.
 	HTTPTimeout time.Duration `yaml:"http_timeout"`
+	// KeyRefetchInterval is the least time between two fetches of the
+	// issuer's keys (JWKS) caused by tokens naming an unknown key id.
+	// Default 10s.
+	KeyRefetchInterval time.Duration `yaml:"key_refetch_interval"`
+	// RefusedTokenCacheSize bounds the refused tokens remembered, so that
+	// a refused token sent again is refused without verifying it. 0: none.
+	// Default 10000.
+	RefusedTokenCacheSize int `yaml:"refused_token_cache_size"`
+	// FailureLimit bounds the failed authentications per client address.
+	FailureLimit FailureLimit `yaml:"failure_limit"`
+}
+
+// FailureLimit is a token bucket per client address, taken from by every
+// call refused as unauthenticated. While a client's bucket is empty, its
+// calls with a token the edge has not verified before are refused
+// (resource_exhausted) without verifying it.
+type FailureLimit struct {
+	// PerMinute refills the bucket. 0 turns the limit off. Default 60.
+	PerMinute int `yaml:"per_minute"`
+	// Burst is the bucket's size. Default 20.
+	Burst int `yaml:"burst"`
 }
 
 // Requests bounds what clients send and how long calls may run.

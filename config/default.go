@@ -4,7 +4,7 @@ import "time"
 
 // Default returns the shipped configuration: every default named in the
 // field comments, and DefaultOperations as the operation table. It leaves
-// Upstream.URL and OIDC.IssuerURL empty: they have no sensible default, so
+// Upstream.URL, OIDC.IssuerURL and OIDC.Audience empty: they have no sensible default, so
 // Default alone does not validate. Each call returns a new value.
 func Default() *Config {
 	return &Config{
@@ -26,12 +26,15 @@ func Default() *Config {
 		},
 		OIDC: OIDC{
 			ClockSkew: 30 * time.Second,
-			// Keycloak's realm roles and the roles of the client the token
-			// was issued to; identity.DefaultRoleClaims holds the same.
-			RoleClaims:     []string{"realm_access.roles", "resource_access.${azp}.roles"},
-			PlanClaim:      "plan",
-			TokenCacheSize: 100_000,
-			HTTPTimeout:    5 * time.Second,
+			// Keycloak's realm roles and the client roles of the API's own
+			// client; identity.DefaultRoleClaims holds the same.
+			RoleClaims:            []string{"realm_access.roles", "resource_access.${audience}.roles"},
+			PlanClaim:             "plan",
+			TokenCacheSize:        100_000,
+			HTTPTimeout:           5 * time.Second,
+			KeyRefetchInterval:    10 * time.Second,
+			RefusedTokenCacheSize: 10_000,
+			FailureLimit:          FailureLimit{PerMinute: 60, Burst: 20},
 		},
 		Requests: Requests{
 			MaxBodyBytes:       4 * MiB,

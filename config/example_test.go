@@ -35,6 +35,7 @@ func ExampleConfig_Validate() {
 	c := config.Default()
 	c.Upstream.URL = "https://orgsvc.internal:8443"
 	c.OIDC.IssuerURL = "https://id.example.com/realms/prod"
+	c.OIDC.Audience = "orgedge-api"
 	c.Operations[6].Idempotent = true // WatchEnvironment
 	fmt.Println(c.Validate())
 	// Output:

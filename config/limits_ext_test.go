@@ -171,7 +171,7 @@ func TestAPlanIsGivenWhole(t *testing.T) {
 	if want := map[string]config.Plan{"free": {RequestsPerMinute: 120}}; !reflect.DeepEqual(c.Limits.Plans, want) {
 		t.Errorf("plans %+v; want %+v", c.Limits.Plans, want)
 	}
-	c.Upstream.URL, c.OIDC.IssuerURL = "http://127.0.0.1:8082", "http://127.0.0.1:8081/realms/dev"
+	c.Upstream.URL, c.OIDC.IssuerURL, c.OIDC.Audience = "http://127.0.0.1:8082", "http://127.0.0.1:8081/realms/dev", "api"
 	if err := c.Validate(); err == nil || err.Error() != "limits.plans.free.burst: must be at least 1, not 0" {
 		t.Errorf("Validate() = %v", err)
 	}
@@ -184,7 +184,7 @@ func TestEmptyPlansAreRefused(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c.Upstream.URL, c.OIDC.IssuerURL = "http://127.0.0.1:8082", "http://127.0.0.1:8081/realms/dev"
+		c.Upstream.URL, c.OIDC.IssuerURL, c.OIDC.Audience = "http://127.0.0.1:8082", "http://127.0.0.1:8081/realms/dev", "api"
 		want := "2 problems:\n" +
 			"  limits.plans: must name at least one plan (a plans map in the file replaces the default plans whole)\n" +
 			`  limits.default_plan: "free" is not one of limits.plans ()`
@@ -234,7 +234,7 @@ func TestLimitsFieldsAreNamedWithTheirLine(t *testing.T) {
 func TestLoadNamesTheLineOfAnInvalidLimit(t *testing.T) {
 	clearEnv(t)
 	path := writeConfig(t, `upstream: {url: "http://127.0.0.1:8082"}
-oidc: {issuer_url: "http://127.0.0.1:8081/realms/dev"}
+oidc: {issuer_url: "http://127.0.0.1:8081/realms/dev", audience: api}
 limits:
   default_plan: gold
   plans:
@@ -268,7 +268,7 @@ limits:
 
 func TestLoadSaysWhenOnRedisFailureCameFromTheEnvironment(t *testing.T) {
 	clearEnv(t)
-	path := writeConfig(t, "upstream: {url: 'http://127.0.0.1:8082'}\noidc: {issuer_url: 'http://127.0.0.1:8081/realms/dev'}\nlimits:\n  on_redis_failure: fail_open\n")
+	path := writeConfig(t, "upstream: {url: 'http://127.0.0.1:8082'}\noidc: {issuer_url: 'http://127.0.0.1:8081/realms/dev', audience: api}\nlimits:\n  on_redis_failure: fail_open\n")
 	t.Setenv("EDGE_ON_REDIS_FAILURE", "fail_closed")
 	c, err := config.Load(path)
 	if err != nil || c.Limits.OnRedisFailure != config.FailClosed {
@@ -287,7 +287,7 @@ func TestLoadSaysWhenOnRedisFailureCameFromTheEnvironment(t *testing.T) {
 func flowTable(change func(ops []config.Operation)) string {
 	var b strings.Builder
 	b.WriteString("upstream: {url: 'http://127.0.0.1:8082'}\n")
-	b.WriteString("oidc: {issuer_url: 'http://127.0.0.1:8081/realms/dev'}\n")
+	b.WriteString("oidc: {issuer_url: 'http://127.0.0.1:8081/realms/dev', audience: api}\n")
 	b.WriteString("operations:\n")
 	ops := config.DefaultOperations()
 	change(ops)

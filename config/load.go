@@ -140,6 +140,9 @@ func parse(data []byte) (*Config, *lineIndex, error) {
 	if len(c.Redis.Sentinel.Addrs) == 0 {
 		c.Redis.Sentinel.Addrs = nil // likewise
 	}
+	if len(c.Listen.ClientAddress.TrustedProxies) == 0 {
+		c.Listen.ClientAddress.TrustedProxies = nil
+	}
 	if len(c.Limits.SubjectPlans) == 0 {
 		c.Limits.SubjectPlans = nil // "subject_plans: {}" likewise
 	}

@@ -248,7 +248,7 @@ func TestEnvironmentRedisVariables(t *testing.T) {
 
 func TestLoadAppliesTheEnvironmentAndSaysWhenAValueCameFromIt(t *testing.T) {
 	clearEnv(t)
-	path := writeConfig(t, "upstream:\n  url: http://file:8082\noidc:\n  issuer_url: http://file/realms/dev\n")
+	path := writeConfig(t, "upstream:\n  url: http://file:8082\noidc:\n  issuer_url: http://file/realms/dev\n  audience: api\n")
 
 	t.Setenv("EDGE_UPSTREAM_URL", "http://env:8082")
 	t.Setenv("EDGE_LOG_LEVEL", "debug")
@@ -290,6 +290,7 @@ func TestLoadNamesTheLineOfAnInvalidValue(t *testing.T) {
   url: http://127.0.0.1:8082/api
 oidc:
   issuer_url: http://127.0.0.1:8081/realms/dev
+  audience: api
   role_claims: [realm_access.roles, ""]
 redis:
   cluster_addrs:
@@ -299,8 +300,8 @@ redis:
 	_, err := config.Load(path)
 	want := "config " + path + ": 3 problems:\n" +
 		`  line 2: upstream.url: must not have a path ("/api"): the edge forwards each call's /svc.v1.<Service>/<Method> as is` + "\n" +
-		`  line 5: oidc.role_claims[1]: "" is not a dotted claim path such as realm_access.roles` + "\n" +
-		`  line 9: redis.cluster_addrs[1]: "redis-1" is not host:port`
+		`  line 6: oidc.role_claims[1]: "" is not a dotted claim path such as realm_access.roles` + "\n" +
+		`  line 10: redis.cluster_addrs[1]: "redis-1" is not host:port`
 	if err == nil || err.Error() != want {
 		t.Errorf("Load = %v\nwant %s", err, want)
 	}
@@ -311,7 +312,7 @@ redis:
 func table(change func(ops []config.Operation) []config.Operation) string {
 	var b strings.Builder
 	b.WriteString("upstream: {url: 'http://127.0.0.1:8082'}\n")
-	b.WriteString("oidc: {issuer_url: 'http://127.0.0.1:8081/realms/dev'}\n")
+	b.WriteString("oidc: {issuer_url: 'http://127.0.0.1:8081/realms/dev', audience: api}\n")
 	b.WriteString("operations:\n")
 	for _, op := range change(config.DefaultOperations()) {
 		fmt.Fprintf(&b, "  - procedure: %s\n    service_account_roles: [%s]\n    idempotent: %v\n",
@@ -389,7 +390,7 @@ func TestEmptyOperationsListIsRefused(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c.Upstream.URL, c.OIDC.IssuerURL = "http://127.0.0.1:8082", "http://127.0.0.1:8081/realms/dev"
+		c.Upstream.URL, c.OIDC.IssuerURL, c.OIDC.Audience = "http://127.0.0.1:8082", "http://127.0.0.1:8081/realms/dev", "api"
 		want := "operations: empty: list a row for every procedure, or omit operations to use the default table"
 		if err := c.Validate(); err == nil || err.Error() != want {
 			t.Errorf("%q: Validate() = %v, want %s", yaml, err, want)

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"math"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"regexp"
@@ -47,6 +48,7 @@ func (c *Config) Validate() error {
 	checkPositive(&p, "listen.idle_timeout", c.Listen.IdleTimeout)
 	checkMinSize(&p, "listen.max_header_bytes", c.Listen.MaxHeaderBytes, minHeaderBytes)
 	checkPositive(&p, "listen.shutdown_grace", c.Listen.ShutdownGrace)
+	checkClientAddress(&p, "listen.client_address", c.Listen.ClientAddress)
 
 	checkListenAddr(&p, "admin.addr", c.Admin.Addr)
 	if c.Admin.Addr == c.Listen.Addr && !strings.HasSuffix(c.Admin.Addr, ":0") && c.Admin.Addr != "" {
@@ -72,6 +74,16 @@ func (c *Config) Validate() error {
 	}
 
 	checkIssuerURL(&p, "oidc.issuer_url", c.OIDC.IssuerURL)
+	switch {
+	case c.OIDC.Audience == "" && !c.OIDC.AllowAnyAudience:
+		p.add("oidc.audience", "must be set, as the API's client id at the issuer, which every access token must name in aud "+
+			"(or set oidc.allow_any_audience: true to accept tokens minted for any client of the issuer, for development only)")
+	case c.OIDC.Audience != "" && c.OIDC.AllowAnyAudience:
+		p.add("oidc.allow_any_audience", "must be false when oidc.audience is set")
+	}
+	if c.OIDC.AzpAsAudience && c.OIDC.Audience == "" {
+		p.add("oidc.azp_as_audience", "needs oidc.audience")
+	}
 	if c.OIDC.ClockSkew < 0 || c.OIDC.ClockSkew > maxClockSkew {
 		p.add("oidc.clock_skew", "must be between 0s and %s, not %s", maxClockSkew, c.OIDC.ClockSkew)
 	}
@@ -83,6 +95,16 @@ func (c *Config) Validate() error {
 		p.add("oidc.token_cache_size", "must be at least 1, not %d", c.OIDC.TokenCacheSize)
 	}
 	checkPositive(&p, "oidc.http_timeout", c.OIDC.HTTPTimeout)
+	checkPositive(&p, "oidc.key_refetch_interval", c.OIDC.KeyRefetchInterval)
+	if c.OIDC.RefusedTokenCacheSize < 0 {
+		p.add("oidc.refused_token_cache_size", "must be 0 (off) or more, not %d", c.OIDC.RefusedTokenCacheSize)
+	}
+	switch fl := c.OIDC.FailureLimit; {
+	case fl.PerMinute < 0:
+		p.add("oidc.failure_limit.per_minute", "must be 0 (off) or more, not %d", fl.PerMinute)
+	case fl.PerMinute > 0 && fl.Burst < 1:
+		p.add("oidc.failure_limit.burst", "must be at least 1, not %d", fl.Burst)
+	}
 
 	checkMinSize(&p, "requests.max_body_bytes", c.Requests.MaxBodyBytes, minBodyBytes)
 	checkPositive(&p, "requests.max_unary_timeout", c.Requests.MaxUnaryTimeout)
@@ -257,6 +279,49 @@ func urlCause(err error) error {
 		return ue.Err
 	}
 	return err
+}
+
+// checkClientAddress accepts no header, or a header with the proxies
+// trusted to set it.
+func checkClientAddress(p *problems, path string, c ClientAddress) {
+	switch {
+	case c.Header == "" && len(c.TrustedProxies) > 0:
+		p.add(path+".header", "must be set with trusted_proxies")
+	case c.Header != "" && len(c.TrustedProxies) == 0:
+		p.add(path+".trusted_proxies", "must list the proxies that set %s: any other peer could forge it", c.Header)
+	}
+	if c.Header != "" && !validHeaderName(c.Header) {
+		p.add(path+".header", "%q is not a header name", c.Header)
+	}
+	for i, tp := range c.TrustedProxies {
+		if _, err := ParsePrefix(tp); err != nil {
+			p.add(fmt.Sprintf("%s.trusted_proxies[%d]", path, i), "%q is not an IP address or CIDR prefix", tp)
+		}
+	}
+}
+
+// ParsePrefix reads an IP address (a prefix of its full length) or a CIDR
+// prefix, as in listen.client_address.trusted_proxies.
+func ParsePrefix(s string) (netip.Prefix, error) {
+	if strings.Contains(s, "/") {
+		pfx, err := netip.ParsePrefix(s)
+		return pfx.Masked(), err
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	a = a.Unmap()
+	return netip.PrefixFrom(a, a.BitLen()), nil
+}
+
+func validHeaderName(h string) bool {
+	for _, r := range h {
+		if !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || strings.ContainsRune("!#$%&'*+-.^_`|~", r)) {
+			return false
+		}
+	}
+	return h != ""
 }
 
 func checkRoleClaims(p *problems, path string, claims []string) {

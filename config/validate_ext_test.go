@@ -26,7 +26,18 @@ func valid() *config.Config {
 	c.Upstream.URL = "http://127.0.0.1:8082"
 	c.Upstream.AdminURL = "http://127.0.0.1:9092" // the backend's admin listener, for reconciliation
 	c.OIDC.IssuerURL = "http://127.0.0.1:8081/realms/dev"
+	c.OIDC.Audience = "api"
 	return c
+}
+
+func TestAnyAudienceIsAnExplicitOptOut(t *testing.T) {
+	t.Parallel()
+	c := valid()
+	c.OIDC.Audience = ""
+	c.OIDC.AllowAnyAudience = true
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func TestValidDefaultsPass(t *testing.T) {
@@ -36,12 +47,14 @@ func TestValidDefaultsPass(t *testing.T) {
 	}
 }
 
-func TestDefaultAloneNeedsUpstreamAndIssuer(t *testing.T) {
+func TestDefaultAloneNeedsUpstreamIssuerAndAudience(t *testing.T) {
 	t.Parallel()
 	err := config.Default().Validate()
-	want := "2 problems:\n" +
+	want := "3 problems:\n" +
 		"  upstream.url: must be set, as http://host:port\n" +
-		"  oidc.issuer_url: must be set, as the issuer's URL"
+		"  oidc.issuer_url: must be set, as the issuer's URL\n" +
+		"  oidc.audience: must be set, as the API's client id at the issuer, which every access token must name in aud " +
+		"(or set oidc.allow_any_audience: true to accept tokens minted for any client of the issuer, for development only)"
 	if err == nil || err.Error() != want {
 		t.Fatalf("Validate() = %v\nwant %s", err, want)
 	}
@@ -97,6 +110,19 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"plan claim empty", func(c *config.Config) { c.OIDC.PlanClaim = "" }, `oidc.plan_claim: must be set`},
 		{"token cache zero", func(c *config.Config) { c.OIDC.TokenCacheSize = 0 }, `oidc.token_cache_size: must be at least 1, not 0`},
 		{"http timeout zero", func(c *config.Config) { c.OIDC.HTTPTimeout = 0 }, `oidc.http_timeout: must be positive, not 0s`},
+		{"audience and any audience", func(c *config.Config) { c.OIDC.AllowAnyAudience = true }, `oidc.allow_any_audience: must be false when oidc.audience is set`},
+		{"azp as audience without audience", func(c *config.Config) {
+			c.OIDC.Audience, c.OIDC.AllowAnyAudience, c.OIDC.AzpAsAudience = "", true, true
+		}, `oidc.azp_as_audience: needs oidc.audience`},
+		{"key refetch zero", func(c *config.Config) { c.OIDC.KeyRefetchInterval = 0 }, `oidc.key_refetch_interval: must be positive, not 0s`},
+		{"refused cache negative", func(c *config.Config) { c.OIDC.RefusedTokenCacheSize = -1 }, `oidc.refused_token_cache_size: must be 0 (off) or more, not -1`},
+		{"failure limit negative", func(c *config.Config) { c.OIDC.FailureLimit.PerMinute = -1 }, `oidc.failure_limit.per_minute: must be 0 (off) or more, not -1`},
+		{"failure limit without burst", func(c *config.Config) { c.OIDC.FailureLimit.Burst = 0 }, `oidc.failure_limit.burst: must be at least 1, not 0`},
+		{"client header without proxies", func(c *config.Config) { c.Listen.ClientAddress.Header = "X-Real-IP" }, `listen.client_address.trusted_proxies: must list the proxies that set X-Real-IP: any other peer could forge it`},
+		{"proxies without header", func(c *config.Config) { c.Listen.ClientAddress.TrustedProxies = []string{"10.0.0.0/8"} }, `listen.client_address.header: must be set with trusted_proxies`},
+		{"bad proxy", func(c *config.Config) {
+			c.Listen.ClientAddress = config.ClientAddress{Header: "X-Real-IP", TrustedProxies: []string{"10.0.0.0/8", "proxy.local"}}
+		}, `listen.client_address.trusted_proxies[1]: "proxy.local" is not an IP address or CIDR prefix`},
 
 		// Requests.
 		{"body bytes small", func(c *config.Config) { c.Requests.MaxBodyBytes = 1023 }, `requests.max_body_bytes: must be at least 1KiB, not 1023B`},

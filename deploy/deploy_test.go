@@ -742,6 +742,7 @@ type realmClient struct {
 	Secret                    string            `json:"secret"`
 	ServiceAccountsEnabled    bool              `json:"serviceAccountsEnabled"`
 	DirectAccessGrantsEnabled bool              `json:"directAccessGrantsEnabled"`
+	BearerOnly                bool              `json:"bearerOnly"`
 	Attributes                map[string]string `json:"attributes"`
 	ProtocolMappers           []struct {
 		Name           string            `json:"name"`
@@ -823,6 +824,15 @@ func TestKeycloakRealmOffersWhatTheEdgeNeeds(t *testing.T) {
 		if !found {
 			t.Errorf("no service account user service-account-%s", role)
 		}
+	}
+
+	// The audience is the API's own client: defined, so that no one else
+	// can take its name (and with it resource_access.<audience>.roles, where
+	// the edge and the backend read client roles), and signing no one in.
+	if api, ok := clients[audience]; !ok {
+		t.Errorf("no client %s: define the API's own client, so that its name is taken", audience)
+	} else if api.PublicClient || api.ServiceAccountsEnabled || api.DirectAccessGrantsEnabled || !api.BearerOnly {
+		t.Errorf("client %s must be bearer-only: it gets no tokens", audience)
 	}
 
 	cli, ok := clients["cli"]

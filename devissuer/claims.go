@@ -1,6 +1,8 @@
 package devissuer
 
 import (
+	"crypto/sha256"
+	"encoding/base64"
 	"slices"
 	"time"
 
@@ -12,7 +14,7 @@ const tokenScope = "openid profile email"
 
 // claimsSupported lists, for discovery, every claim a token may carry.
 var claimsSupported = []string{
-	"iss", "sub", "aud", "exp", "iat", "jti", "typ", "azp", "scope",
+	"iss", "sub", "aud", "exp", "iat", "auth_time", "jti", "typ", "azp", "scope", "at_hash",
 	"realm_access", "preferred_username", "email", "email_verified", "name", "plan",
 }
 
@@ -57,4 +59,32 @@ func (iss *Issuer) userClaims(u User, azp string) map[string]any {
 		claims["plan"] = u.Plan
 	}
 	return claims
+}
+
+// idTokenClaims are the claims of the ID token that comes with an access
+// token, as Keycloak makes it: for the client (aud and azp are the client
+// id, not the API), typ "ID", at_hash binding it to the access token, the
+// person's profile claims, and no roles or plan (those mappers write to the
+// access token only).
+func idTokenClaims(access map[string]any, accessToken string) map[string]any {
+	id := map[string]any{
+		"aud":       access["azp"],
+		"typ":       "ID",
+		"jti":       uuid.NewString(),
+		"auth_time": access["iat"],
+		"at_hash":   atHash(accessToken),
+	}
+	for _, k := range []string{"iss", "sub", "iat", "exp", "azp", "preferred_username", "email", "email_verified", "name"} {
+		if v, ok := access[k]; ok {
+			id[k] = v
+		}
+	}
+	return id
+}
+
+// atHash is OpenID Connect's at_hash for an RS256-signed ID token: the left
+// half of the access token's SHA-256, base64url.
+func atHash(accessToken string) string {
+	sum := sha256.Sum256([]byte(accessToken))
+	return base64.RawURLEncoding.EncodeToString(sum[:len(sum)/2])
 }

@@ -33,24 +33,37 @@ const maxTokenResponse = 1 << 20
 // A refusal is a *[TokenError]. A nil hc means http.DefaultClient; ctx bounds
 // the whole exchange.
 func FetchToken(ctx context.Context, hc *http.Client, issuerURL string, form url.Values) (string, error) {
+	t, err := FetchTokens(ctx, hc, issuerURL, form)
+	return t.AccessToken, err
+}
+
+// Tokens are what a token endpoint answers: the access token, for the API,
+// and the ID token, which tells the client who logged in and is for no API.
+type Tokens struct {
+	AccessToken string
+	IDToken     string // empty when the issuer sent none
+}
+
+// FetchTokens is [FetchToken] returning the ID token too.
+func FetchTokens(ctx context.Context, hc *http.Client, issuerURL string, form url.Values) (Tokens, error) {
 	if hc == nil {
 		hc = http.DefaultClient
 	}
 	endpoint := strings.TrimSuffix(issuerURL, "/") + tokenPath
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, strings.NewReader(form.Encode()))
 	if err != nil {
-		return "", fmt.Errorf("devissuer: token request: %w", err)
+		return Tokens{}, fmt.Errorf("devissuer: token request: %w", err)
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Accept", "application/json")
 	resp, err := hc.Do(req)
 	if err != nil {
-		return "", fmt.Errorf("devissuer: token request: %w", err)
+		return Tokens{}, fmt.Errorf("devissuer: token request: %w", err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxTokenResponse))
 	if err != nil {
-		return "", fmt.Errorf("devissuer: read token response: %w", err)
+		return Tokens{}, fmt.Errorf("devissuer: read token response: %w", err)
 	}
 
 	if resp.StatusCode != http.StatusOK {
@@ -59,18 +72,19 @@ func FetchToken(ctx context.Context, hc *http.Client, issuerURL string, form url
 			Description string `json:"error_description"`
 		}
 		_ = json.Unmarshal(body, &e) // a body of another shape leaves Code empty
-		return "", &TokenError{Status: resp.StatusCode, Code: e.Error, Description: e.Description}
+		return Tokens{}, &TokenError{Status: resp.StatusCode, Code: e.Error, Description: e.Description}
 	}
 	var ok struct {
 		AccessToken string `json:"access_token"`
+		IDToken     string `json:"id_token"`
 	}
 	if err := json.Unmarshal(body, &ok); err != nil {
-		return "", fmt.Errorf("devissuer: decode token response: %w", err)
+		return Tokens{}, fmt.Errorf("devissuer: decode token response: %w", err)
 	}
 	if ok.AccessToken == "" {
-		return "", fmt.Errorf("devissuer: token response without access_token")
+		return Tokens{}, fmt.Errorf("devissuer: token response without access_token")
 	}
-	return ok.AccessToken, nil
+	return Tokens{AccessToken: ok.AccessToken, IDToken: ok.IDToken}, nil
 }
 
 // ClientCredentials returns a token for a confidential client's service

@@ -135,6 +135,21 @@ func (iss *Issuer) Mint(claims map[string]any) (string, error) {
 	return tok, nil
 }
 
+// MintTyped is [Issuer.Mint] with typ as the JOSE header's typ instead of
+// JWT: "at+jwt" for an RFC 9068 access token, or the type of another kind of
+// token (tests of a verifier that must refuse it).
+func (iss *Issuer) MintTyped(typ string, claims map[string]any) (string, error) {
+	payload, err := json.Marshal(claims)
+	if err != nil {
+		return "", fmt.Errorf("devissuer: encode claims: %w", err)
+	}
+	tok, err := iss.keys.signTyped(typ, payload)
+	if err != nil {
+		return "", fmt.Errorf("devissuer: %w", err)
+	}
+	return tok, nil
+}
+
 // ClaimsFor returns the claims of a fresh token for a user (by username, as
 // the password grant would issue it to the first public client) or for a
 // confidential client's service account (by its username,

@@ -17,6 +17,7 @@ import (
 type keyring struct {
 	mu        sync.RWMutex
 	signer    jose.Signer
+	priv      *rsa.PrivateKey
 	kid       string
 	published []jose.JSONWebKey // oldest first; the signing key is always here
 }
@@ -47,7 +48,7 @@ func (k *keyring) rotate() (string, error) {
 
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	k.signer, k.kid = signer, kid
+	k.signer, k.priv, k.kid = signer, priv, kid
 	k.published = append(k.published, pub)
 	return kid, nil
 }
@@ -73,6 +74,25 @@ func (k *keyring) sign(payload []byte) (string, error) {
 	k.mu.RLock()
 	signer := k.signer
 	k.mu.RUnlock()
+	jws, err := signer.Sign(payload)
+	if err != nil {
+		return "", fmt.Errorf("sign: %w", err)
+	}
+	return jws.CompactSerialize()
+}
+
+// signTyped is sign with typ as the header's typ instead of JWT.
+func (k *keyring) signTyped(typ string, payload []byte) (string, error) {
+	k.mu.RLock()
+	priv, kid := k.priv, k.kid
+	k.mu.RUnlock()
+	signer, err := jose.NewSigner(
+		jose.SigningKey{Algorithm: jose.RS256, Key: jose.JSONWebKey{Key: priv, KeyID: kid}},
+		(&jose.SignerOptions{}).WithType(jose.ContentType(typ)),
+	)
+	if err != nil {
+		return "", fmt.Errorf("new signer: %w", err)
+	}
 	jws, err := signer.Sign(payload)
 	if err != nil {
 		return "", fmt.Errorf("sign: %w", err)

@@ -18,9 +18,11 @@ const (
 // maxTokenRequest bounds the body of a token request.
 const maxTokenRequest = 64 << 10
 
-// tokenResponse is Keycloak's token response, without refresh token.
+// tokenResponse is Keycloak's token response, without refresh token. The
+// scope is always openid, so an ID token comes with every access token.
 type tokenResponse struct {
 	AccessToken      string `json:"access_token"`
+	IDToken          string `json:"id_token"`
 	ExpiresIn        int64  `json:"expires_in"`
 	RefreshExpiresIn int64  `json:"refresh_expires_in"`
 	TokenType        string `json:"token_type"`
@@ -85,6 +87,10 @@ func (iss *Issuer) serveToken(w http.ResponseWriter, r *http.Request) {
 	}
 
 	tok, err := iss.Mint(claims)
+	var idTok string
+	if err == nil {
+		idTok, err = iss.Mint(idTokenClaims(claims, tok))
+	}
 	if err != nil {
 		(&oauthError{http.StatusInternalServerError, "server_error", "could not sign the token"}).write(w)
 		return
@@ -93,6 +99,7 @@ func (iss *Issuer) serveToken(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Pragma", "no-cache")
 	writeJSON(w, http.StatusOK, tokenResponse{
 		AccessToken: tok,
+		IDToken:     idTok,
 		ExpiresIn:   int64(iss.cfg.TokenTTL / time.Second),
 		TokenType:   "Bearer",
 		Scope:       tokenScope,

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coreos/go-oidc/v3/oidc"
+
 	"github.com/orgedge/edge/devissuer"
 )
 
@@ -357,5 +359,52 @@ func TestConcurrentTokenRequestsWhileRotatingAllVerify(t *testing.T) {
 	}
 	for tok := range tokens {
 		mustVerify(t, srv.URL(), "api", tok)
+	}
+}
+
+// As Keycloak does, the token endpoint sends an ID token for the client along
+// with the access token: typ ID, aud the client, bound by at_hash.
+func TestIDTokenComesWithTheAccessTokenAsKeycloakSendsIt(t *testing.T) {
+	srv := startIssuer(t, devissuer.Config{})
+	toks, err := devissuer.FetchTokens(t.Context(), nil, srv.URL(), url.Values{
+		"grant_type": {"password"}, "client_id": {devissuer.DevPublicClient}, "username": {"carol"}, "password": {"carol"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if toks.IDToken == "" || toks.IDToken == toks.AccessToken {
+		t.Fatalf("ID token %q", toks.IDToken)
+	}
+	access := mustVerify(t, srv.URL(), devissuer.DefaultAudience, toks.AccessToken)
+	// The ID token is not for the API.
+	if _, err := verify(t, srv.URL(), devissuer.DefaultAudience, toks.IDToken); err == nil {
+		t.Error("the ID token names the API's audience")
+	}
+	provider, err := oidc.NewProvider(t.Context(), srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	idt, err := provider.Verifier(&oidc.Config{ClientID: devissuer.DevPublicClient}).Verify(t.Context(), toks.IDToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := idt.VerifyAccessToken(toks.AccessToken); err != nil {
+		t.Errorf("at_hash: %v", err)
+	}
+	var id struct {
+		Aud         string `json:"aud"` // one client: a string, as Keycloak writes it
+		Typ, Azp    string
+		Email       string `json:"email"`
+		RealmAccess any    `json:"realm_access"`
+		Plan        *string
+	}
+	if err := idt.Claims(&id); err != nil {
+		t.Fatal(err)
+	}
+	if id.Typ != "ID" || id.Aud != devissuer.DevPublicClient || id.Azp != devissuer.DevPublicClient || id.RealmAccess != nil || id.Plan != nil || id.Email != "carol@example.com" {
+		t.Errorf("ID token claims %+v", id)
+	}
+	if access.Typ != "Bearer" || idt.Subject != access.Sub {
+		t.Errorf("access token typ %q sub %q, ID token sub %q", access.Typ, access.Sub, idt.Subject)
 	}
 }

@@ -73,12 +73,25 @@ func NewApp(cfg *config.Config, log *slog.Logger, version string, opts ...AppOpt
 	}
 	verifier, err := identity.NewVerifier(identity.Config{
 		IssuerURL: cfg.OIDC.IssuerURL, Audience: cfg.OIDC.Audience, ClockSkew: cfg.OIDC.ClockSkew,
+		AllowAnyAudience: cfg.OIDC.AllowAnyAudience, AzpAsAudience: cfg.OIDC.AzpAsAudience,
 		RoleClaims: cfg.OIDC.RoleClaims, PlanClaim: cfg.OIDC.PlanClaim, HTTPTimeout: cfg.OIDC.HTTPTimeout,
+		KeyRefetchInterval: cfg.OIDC.KeyRefetchInterval,
 	})
 	if err != nil {
 		return nil, err
 	}
-	auth := authn.New(verifier, cfg.OIDC.TokenCacheSize, cfg.OIDC.ClockSkew)
+	clientAddr := authn.ClientAddress{Header: cfg.Listen.ClientAddress.Header}
+	for _, tp := range cfg.Listen.ClientAddress.TrustedProxies {
+		pfx, err := config.ParsePrefix(tp)
+		if err != nil {
+			return nil, fmt.Errorf("listen.client_address.trusted_proxies: %w", err)
+		}
+		clientAddr.TrustedProxies = append(clientAddr.TrustedProxies, pfx)
+	}
+	auth := authn.New(verifier, cfg.OIDC.TokenCacheSize, cfg.OIDC.ClockSkew,
+		authn.WithRefusedCache(cfg.OIDC.RefusedTokenCacheSize),
+		authn.WithFailureLimit(cfg.OIDC.FailureLimit.PerMinute, cfg.OIDC.FailureLimit.Burst),
+		authn.WithClientAddress(clientAddr))
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

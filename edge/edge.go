@@ -264,13 +264,15 @@ func (s *Server) serve(w *recorder, r *http.Request, call classify.Call, problem
 func (s *Server) authenticate(r *http.Request, call classify.Call, pol *Policy) (*identity.Principal, *policy.Rule, *connect.Error) {
 	ctx, span := s.tracing.start(r.Context(), spanAuthenticate)
 	defer span.End()
-	p, err := s.auth.Authenticate(ctx, r.Header)
+	p, err := s.auth.AuthenticateRequest(ctx, r)
 	if err != nil {
 		refusal := authError(err, call)
 		if span.IsRecording() {
 			reason := identity.ReasonTokenInvalid
 			if ie := (*identity.Error)(nil); errors.As(err, &ie) {
 				reason = ie.Reason
+			} else if _, ok := errors.AsType[*authn.FailureLimitError](err); ok {
+				reason = authn.ReasonTooManyFailures
 			}
 			span.SetAttributes(attrAuthOutcome.String(refusal.Code().String()), attrAuthReason.String(reason))
 		}
@@ -350,6 +352,11 @@ func (s *Server) refuse(w http.ResponseWriter, r *http.Request, err *connect.Err
 }
 
 func authError(err error, call classify.Call) *connect.Error {
+	if fl, ok := errors.AsType[*authn.FailureLimitError](err); ok {
+		return apierror.New(connect.CodeResourceExhausted, authn.ReasonTooManyFailures,
+			"too many failed authentications from this address: try again later with a valid token",
+			apierror.WithRetryAfter(fl.RetryAfter))
+	}
 	var ie *identity.Error
 	if !errors.As(err, &ie) {
 		ie = &identity.Error{Reason: identity.ReasonTokenInvalid, Message: "invalid token"}

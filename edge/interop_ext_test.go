@@ -20,6 +20,7 @@ import (
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
 
+	"github.com/orgedge/edge/devissuer"
 	svcv1 "github.com/orgedge/edge/gen/svc/v1"
 	"github.com/orgedge/edge/identity"
 	"github.com/orgedge/edge/internal/testkit"
@@ -70,7 +71,8 @@ func (s *zitadelStorage) ClientCredentialsTokenRequest(_ context.Context, id str
 	if _, ok := s.accounts[id]; !ok {
 		return nil, errors.New("unknown client")
 	}
-	return &oidc.JWTTokenRequest{Subject: id, Audience: []string{id}, Scopes: scopes}, nil
+	// The API is in aud, as a real provider's project or audience setting puts it.
+	return &oidc.JWTTokenRequest{Subject: id, Audience: []string{id, devissuer.DefaultAudience}, Scopes: scopes}, nil
 }
 
 // GetPrivateClaimsFromScopes is how the provider asks for the extra claims of
@@ -173,7 +175,7 @@ func startBehindZitadel(t *testing.T, issuer string, backendRoles, edgeRoles []s
 	t.Helper()
 	// orgsvc.Run offers no role claims setting; a backend built as a library
 	// can get them through its Authenticator.
-	auth, err := identity.NewVerifier(identity.Config{IssuerURL: issuer, RoleClaims: backendRoles})
+	auth, err := identity.NewVerifier(identity.Config{IssuerURL: issuer, Audience: devissuer.DefaultAudience, RoleClaims: backendRoles})
 	if err != nil {
 		t.Fatal(err)
 	}

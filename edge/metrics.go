@@ -204,6 +204,18 @@ func NewMetrics(reg prometheus.Registerer, auth *authn.Authenticator, limits *Li
 			Name: "edge_token_verifications_total",
 			Help: "Bearer tokens verified by signature (cache misses).",
 		}, func() float64 { _, v := auth.Stats(); return float64(v) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "edge_token_refusals_remembered_total",
+			Help: "Calls whose token was refused before and was refused again unverified.",
+		}, func() float64 { r, _ := auth.FailureStats(); return float64(r) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "edge_auth_failure_limited_total",
+			Help: "Calls refused unverified because their client address failed to authenticate too often.",
+		}, func() float64 { _, l := auth.FailureStats(); return float64(l) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "edge_oidc_key_fetches_total",
+			Help: "Fetches of the issuer's signing keys (JWKS), successful or not.",
+		}, func() float64 { return float64(auth.KeyFetches()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name:        "edge_build_info",
 			Help:        "Always 1; the version label names the build.",

@@ -6,16 +6,22 @@ import (
 )
 
 // DefaultRoleClaims are Keycloak's places for roles: realm roles, and the
-// roles of the client the token was issued to.
-var DefaultRoleClaims = []string{"realm_access.roles", "resource_access.${azp}.roles"}
+// client roles of the API's own client (the configured audience).
+//
+// Not the roles of the client the token was issued to
+// ("resource_access.${azp}.roles"): whoever administers any client of the
+// realm can give that client a role named svc-admin, so reading roles there
+// lets every client owner make themselves an installation-wide admin.
+var DefaultRoleClaims = []string{"realm_access.roles", "resource_access.${audience}.roles"}
 
 // DefaultPlanClaim names the claim that carries a subject's plan.
 const DefaultPlanClaim = "plan"
 
 // principalFromClaims maps decoded JWT claims to a Principal. roleClaims are
-// dotted paths to string arrays (or space-separated strings); "${azp}" in a
-// path stands for the token's azp claim.
-func principalFromClaims(c map[string]any, roleClaims []string, planClaim string) Principal {
+// dotted paths to string arrays (or space-separated strings); "${audience}"
+// in a path stands for audience, and "${azp}" for the token's azp claim. A
+// path naming ${audience} reads nothing when audience is empty.
+func principalFromClaims(c map[string]any, roleClaims []string, planClaim, audience string) Principal {
 	p := Principal{
 		Subject:  str(c["sub"]),
 		Username: str(c["preferred_username"]),
@@ -27,6 +33,12 @@ func principalFromClaims(c map[string]any, roleClaims []string, planClaim string
 		p.Email = strings.ToLower(str(c["email"]))
 	}
 	for _, path := range roleClaims {
+		if strings.Contains(path, "${audience}") {
+			if audience == "" {
+				continue
+			}
+			path = strings.ReplaceAll(path, "${audience}", audience)
+		}
 		path = strings.ReplaceAll(path, "${azp}", p.ClientID)
 		p.Roles = append(p.Roles, stringsAt(c, strings.Split(path, "."))...)
 	}

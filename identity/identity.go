@@ -34,6 +34,10 @@ type Error struct {
 	Reason  string // one of the Reason constants
 	Message string
 	Err     error // the underlying cause, for logs; may be nil
+	// Retryable reports that the same token may be accepted later (its
+	// signing key is not known yet, or the issuer is unreachable): a cache
+	// of refused tokens must not remember this refusal.
+	Retryable bool
 }
 
 func (e *Error) Error() string {

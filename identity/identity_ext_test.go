@@ -2,9 +2,13 @@ package identity_test
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/rsa"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +17,7 @@ import (
 
 	"github.com/orgedge/edge/devissuer"
 	"github.com/orgedge/edge/identity"
+	"github.com/orgedge/edge/internal/testenv"
 )
 
 func start(t *testing.T) *devissuer.Server {
@@ -88,30 +93,86 @@ func TestRoleClaimsAreConfigurableAndUnverifiedEmailIsIgnored(t *testing.T) {
 		t.Fatal(err)
 	}
 	claims["email_verified"] = false
-	claims["resource_access"] = map[string]any{"cli": map[string]any{"roles": []any{"svc-viewer"}}, "other": map[string]any{"roles": []any{"svc-admin"}}}
 	claims["groups"] = "svc-admin team-a"
 	tok, err := iss.Issuer().Mint(claims)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := verifier(t, identity.Config{IssuerURL: iss.URL()}).Verify(ctx(t), tok)
+	p, err := verifier(t, identity.Config{IssuerURL: iss.URL(), Audience: "api"}).Verify(ctx(t), tok)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if p.Email != "" {
 		t.Fatalf("unverified email %q was taken", p.Email)
 	}
-	// Default paths: realm roles, and the roles of the client the token is for (azp=cli), not another client's.
-	if !slices.Equal(p.Roles, []string{"svc-viewer"}) {
-		t.Fatalf("roles %v, want [svc-viewer]", p.Roles)
-	}
-	p, err = verifier(t, identity.Config{IssuerURL: iss.URL(), RoleClaims: []string{"groups"}}).Verify(ctx(t), tok)
+	p, err = verifier(t, identity.Config{IssuerURL: iss.URL(), Audience: "api", RoleClaims: []string{"groups"}}).Verify(ctx(t), tok)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(p.Roles, []string{"svc-admin", "team-a"}) {
 		t.Fatalf("roles %v from a space-separated claim", p.Roles)
 	}
+}
+
+// The owner of any client of the realm can give that client a role named
+// svc-admin; by default only realm roles and the API's own client roles count.
+func TestClientRolesCountOnlyFromTheAPIsOwnClient(t *testing.T) {
+	iss := start(t)
+	claims, err := iss.Issuer().ClaimsFor("alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims["azp"] = "team-tool" // a client someone else administers
+	claims["realm_access"] = map[string]any{"roles": []any{"svc-viewer"}}
+	claims["resource_access"] = map[string]any{
+		"team-tool": map[string]any{"roles": []any{"svc-admin"}},
+		"api":       map[string]any{"roles": []any{"svc-env-manager"}},
+	}
+	tok, err := iss.Issuer().Mint(claims)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := verifier(t, identity.Config{IssuerURL: iss.URL(), Audience: "api"}).Verify(ctx(t), tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(p.Roles, []string{"svc-env-manager", "svc-viewer"}) {
+		t.Fatalf("roles %v, want [svc-env-manager svc-viewer]", p.Roles)
+	}
+	// An operator who wants the token's own client's roles says so.
+	p, err = verifier(t, identity.Config{IssuerURL: iss.URL(), Audience: "api", RoleClaims: []string{"resource_access.${azp}.roles"}}).Verify(ctx(t), tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(p.Roles, []string{"svc-admin"}) {
+		t.Fatalf("roles %v with ${azp}, want [svc-admin]", p.Roles)
+	}
+	// With any audience accepted there is no API client: realm roles only.
+	p, err = verifier(t, identity.Config{IssuerURL: iss.URL(), AllowAnyAudience: true}).Verify(ctx(t), tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(p.Roles, []string{"svc-viewer"}) {
+		t.Fatalf("roles %v without audience, want [svc-viewer]", p.Roles)
+	}
+}
+
+func TestAudienceIsRequiredUnlessExplicitlyWaived(t *testing.T) {
+	if _, err := identity.NewVerifier(identity.Config{IssuerURL: "http://127.0.0.1:1/realms/dev"}); err == nil || !strings.Contains(err.Error(), "audience is required") {
+		t.Fatalf("no audience: %v", err)
+	}
+	if _, err := identity.NewVerifier(identity.Config{IssuerURL: "http://127.0.0.1:1/realms/dev", Audience: "api", AllowAnyAudience: true}); err == nil {
+		t.Fatal("audience with AllowAnyAudience accepted")
+	}
+	iss := start(t)
+	c, _ := iss.Issuer().ClaimsFor("alice")
+	c["aud"] = []string{"billing"}
+	tok, _ := iss.Issuer().Mint(c)
+	if _, err := verifier(t, identity.Config{IssuerURL: iss.URL(), AllowAnyAudience: true}).Verify(ctx(t), tok); err != nil {
+		t.Fatalf("any audience: %v", err)
+	}
+	_, err := verifier(t, identity.Config{IssuerURL: iss.URL(), Audience: "api"}).Verify(ctx(t), tok)
+	wantReason(t, err, identity.ReasonTokenInvalid)
 }
 
 func TestBadTokensAreRefusedWithAReason(t *testing.T) {
@@ -125,6 +186,14 @@ func TestBadTokensAreRefusedWithAReason(t *testing.T) {
 		}
 		change(c)
 		tok, err := iss.Issuer().Mint(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	mintTyped := func(typ string) string {
+		c, _ := iss.Issuer().ClaimsFor("alice")
+		tok, err := iss.Issuer().MintTyped(typ, c)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -154,6 +223,11 @@ func TestBadTokensAreRefusedWithAReason(t *testing.T) {
 		{"SignedByAnotherIssuer", foreign, identity.ReasonTokenInvalid},
 		{"SymmetricAlgorithm", symmetric, identity.ReasonTokenInvalid},
 		{"Garbage", "a.b.c", identity.ReasonTokenInvalid},
+		{"IDTokenByClaim", mint(func(c map[string]any) { c["typ"] = "ID" }), identity.ReasonTokenInvalid},
+		{"RefreshTokenByClaim", mint(func(c map[string]any) { c["typ"] = "Refresh" }), identity.ReasonTokenInvalid},
+		{"TypClaimNotAString", mint(func(c map[string]any) { c["typ"] = 1 }), identity.ReasonTokenInvalid},
+		{"LogoutTokenByHeader", mintTyped("logout+jwt"), identity.ReasonTokenInvalid},
+		{"IDTokenByHeader", mintTyped("id_token+jwt"), identity.ReasonTokenInvalid},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -167,27 +241,110 @@ func TestBadTokensAreRefusedWithAReason(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	t.Run("AudienceMatchedByAzp", func(t *testing.T) {
+	t.Run("AudienceMatchedByAzpOnlyWhenAsked", func(t *testing.T) {
 		tok := mint(func(c map[string]any) { c["aud"] = []string{"account"}; c["azp"] = "api" })
-		if _, err := v.Verify(ctx(t), tok); err != nil {
+		_, err := v.Verify(ctx(t), tok)
+		wantReason(t, err, identity.ReasonTokenInvalid)
+		azp := verifier(t, identity.Config{IssuerURL: iss.URL(), Audience: "api", AzpAsAudience: true})
+		if _, err := azp.Verify(ctx(t), tok); err != nil {
 			t.Fatal(err)
+		}
+	})
+	t.Run("AccessTokenTypesAreAccepted", func(t *testing.T) {
+		for _, typ := range []string{"at+jwt", "application/at+jwt", "JWT"} {
+			c, _ := iss.Issuer().ClaimsFor("alice")
+			tok, err := iss.Issuer().MintTyped(typ, c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := v.Verify(ctx(t), tok); err != nil {
+				t.Errorf("header typ %s: %v", typ, err)
+			}
+		}
+		if _, err := v.Verify(ctx(t), mint(func(c map[string]any) { delete(c, "typ") })); err != nil {
+			t.Errorf("no typ claim: %v", err)
 		}
 	})
 }
 
-func TestRotatedKeyIsAcceptedWithoutRestart(t *testing.T) {
+// A token naming a key the verifier has not seen makes it fetch the keys
+// again, but not more than once per KeyRefetchInterval: a second rotation
+// within the interval is accepted only once the interval has passed, its
+// tokens refused as retryable until then.
+func TestRotatedKeyIsAcceptedWithoutRestartWithinTheRefetchInterval(t *testing.T) {
 	iss := start(t)
-	v := verifier(t, identity.Config{IssuerURL: iss.URL()})
+	clock := testenv.NewClock(time.Now())
+	v := verifier(t, identity.Config{IssuerURL: iss.URL(), Audience: "api", KeyRefetchInterval: 10 * time.Second, Now: clock.Now})
 	before, _ := iss.Issuer().TokenFor("alice")
 	if _, err := v.Verify(ctx(t), before); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := iss.Issuer().RotateKey(); err != nil {
+	rotate := func() string {
+		t.Helper()
+		if _, err := iss.Issuer().RotateKey(); err != nil {
+			t.Fatal(err)
+		}
+		tok, _ := iss.Issuer().TokenFor("alice")
+		return tok
+	}
+	clock.Add(time.Second)
+	if _, err := v.Verify(ctx(t), rotate()); err != nil {
+		t.Fatalf("token signed with a key rotated after the first fetch: %v", err)
+	}
+	clock.Add(5 * time.Second)
+	again := rotate()
+	_, err := v.Verify(ctx(t), again)
+	wantReason(t, err, identity.ReasonTokenInvalid)
+	if ie := (*identity.Error)(nil); !errors.As(err, &ie) || !ie.Retryable {
+		t.Fatalf("refusal of a token with a key not fetched yet is not retryable: %v", err)
+	}
+	if n := v.KeyFetches(); n != 2 {
+		t.Fatalf("%d key fetches within the interval, want 2", n)
+	}
+	clock.Add(5 * time.Second)
+	if _, err := v.Verify(ctx(t), again); err != nil {
+		t.Fatalf("token signed with the new key, after the interval: %v", err)
+	}
+	if n := v.KeyFetches(); n != 3 {
+		t.Fatalf("%d key fetches, want 3", n)
+	}
+}
+
+// Forged tokens cost the issuer nothing: a bad signature under a known key
+// id fetches nothing, and unknown key ids fetch at most once per interval.
+func TestForgedTokensDoNotFetchKeysAgain(t *testing.T) {
+	iss := start(t)
+	v := verifier(t, identity.Config{IssuerURL: iss.URL(), Audience: "api", KeyRefetchInterval: time.Hour})
+	good, _ := iss.Issuer().TokenFor("alice")
+	if _, err := v.Verify(ctx(t), good); err != nil {
 		t.Fatal(err)
 	}
-	after, _ := iss.Issuer().TokenFor("alice")
-	if _, err := v.Verify(ctx(t), after); err != nil {
-		t.Fatalf("token signed with the new key: %v", err)
+	forger, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 100 {
+		kid := iss.Issuer().KeyID() // the issuer's own key id
+		switch i % 3 {
+		case 1:
+			kid = fmt.Sprintf("forged-%d", i)
+		case 2:
+			kid = ""
+		}
+		signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: jose.JSONWebKey{Key: forger, KeyID: kid}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, _ := iss.Issuer().ClaimsFor("service-account-svc-admin")
+		tok, err := jwt.Signed(signer).Claims(c).Serialize()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = v.Verify(ctx(t), tok)
+		wantReason(t, err, identity.ReasonTokenInvalid)
+	}
+	if n := v.KeyFetches(); n > 2 {
+		t.Fatalf("%d key fetches for 100 forged tokens, want at most 2 (the first, one for an unknown key id)", n)
 	}
 }
 
@@ -222,7 +379,7 @@ func TestIssuerDownIsUnavailableNotUnauthenticated(t *testing.T) {
 	if err := iss.Close(); err != nil {
 		t.Fatal(err)
 	}
-	v := verifier(t, identity.Config{IssuerURL: url, HTTPTimeout: time.Second})
+	v := verifier(t, identity.Config{IssuerURL: url, Audience: "api", HTTPTimeout: time.Second})
 	_, err := v.Verify(ctx(t), tok)
 	wantReason(t, err, identity.ReasonIssuerUnavailable)
 	if v.Ready(ctx(t)) == nil {

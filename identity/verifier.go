@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
+	"github.com/go-jose/go-jose/v4"
 )
 
 // Config configures a Verifier.
@@ -17,8 +18,17 @@ type Config struct {
 	// IssuerURL is the OIDC issuer; discovery is read from
 	// IssuerURL + "/.well-known/openid-configuration". Required.
 	IssuerURL string
-	// Audience, when set, must be in the token's aud or be its azp.
+	// Audience is the API's own client id at the issuer: a token must name
+	// it in aud. Required unless AllowAnyAudience. It also stands for
+	// "${audience}" in RoleClaims.
 	Audience string
+	// AllowAnyAudience accepts tokens whatever their audience: tokens minted
+	// for any client of the issuer. For development only; excludes Audience.
+	AllowAnyAudience bool
+	// AzpAsAudience also accepts a token whose azp (the client it was issued
+	// to) is Audience, whatever its aud: for issuers that do not put the
+	// API's own client in aud when the API gets a token for itself.
+	AzpAsAudience bool
 	// ClockSkew is the tolerance on exp. Default 30s.
 	ClockSkew time.Duration
 	// RoleClaims are the claim paths holding roles. Default DefaultRoleClaims.
@@ -27,6 +37,12 @@ type Config struct {
 	PlanClaim string
 	// HTTPTimeout bounds each discovery and JWKS request. Default 5s.
 	HTTPTimeout time.Duration
+	// KeyRefetchInterval is the least time between two fetches of the
+	// issuer's keys: a token signed with an unknown key id makes the
+	// verifier fetch them again only once that long has passed since the
+	// last fetch, so that forged tokens cannot make it hammer the issuer.
+	// Default DefaultKeyRefetchInterval.
+	KeyRefetchInterval time.Duration
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 }
@@ -40,6 +56,10 @@ var AsymmetricAlgorithms = []string{
 	oidc.EdDSA,
 }
 
+// DefaultKeyRefetchInterval is the default of Config.KeyRefetchInterval: a
+// rotated key is accepted at most this long after its first token arrives.
+const DefaultKeyRefetchInterval = 10 * time.Second
+
 // rediscoverEvery bounds how often a failed discovery is retried.
 const rediscoverEvery = 2 * time.Second
 
@@ -47,13 +67,15 @@ const rediscoverEvery = 2 * time.Second
 // first use and is retried (at most every couple of seconds) until it
 // succeeds, so that a service can start before its identity provider.
 // Signing keys are cached; a token signed with an unknown key id makes the
-// verifier fetch the JWKS again, so a rotated key is accepted without restart.
+// verifier fetch the JWKS again (at most once per KeyRefetchInterval), so a
+// rotated key is accepted without restart.
 type Verifier struct {
 	cfg    Config
 	client *http.Client
 
 	mu       sync.Mutex
 	verifier *oidc.IDTokenVerifier
+	keys     *keySet
 	lastTry  time.Time
 	lastErr  error
 }
@@ -62,6 +84,14 @@ type Verifier struct {
 func NewVerifier(cfg Config) (*Verifier, error) {
 	if cfg.IssuerURL == "" {
 		return nil, errors.New("identity: issuer URL is required")
+	}
+	switch {
+	case cfg.Audience == "" && !cfg.AllowAnyAudience:
+		return nil, errors.New("identity: audience is required: the API's client id at the issuer (AllowAnyAudience accepts tokens for any client, for development only)")
+	case cfg.Audience != "" && cfg.AllowAnyAudience:
+		return nil, errors.New("identity: audience and AllowAnyAudience exclude each other")
+	case cfg.AzpAsAudience && cfg.Audience == "":
+		return nil, errors.New("identity: AzpAsAudience needs an audience")
 	}
 	if cfg.ClockSkew == 0 {
 		cfg.ClockSkew = 30 * time.Second
@@ -80,6 +110,12 @@ func NewVerifier(cfg Config) (*Verifier, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.KeyRefetchInterval == 0 {
+		cfg.KeyRefetchInterval = DefaultKeyRefetchInterval
+	}
+	if cfg.KeyRefetchInterval < 0 {
+		return nil, fmt.Errorf("identity: key refetch interval %v is negative", cfg.KeyRefetchInterval)
 	}
 	return &Verifier{cfg: cfg, client: &http.Client{Timeout: cfg.HTTPTimeout}}, nil
 }
@@ -107,11 +143,23 @@ func (v *Verifier) oidcVerifier(ctx context.Context) (*oidc.IDTokenVerifier, err
 		v.lastErr = fmt.Errorf("identity: discovery at %s: %w", v.cfg.IssuerURL, err)
 		return nil, v.lastErr
 	}
-	// The key set outlives this call: give it a context that is never
-	// cancelled, carrying the bounded HTTP client.
-	keyCtx := oidc.ClientContext(context.Background(), v.client)
-	v.verifier = provider.VerifierContext(keyCtx, &oidc.Config{
-		SkipClientIDCheck:    true, // audience is checked below, against aud or azp
+	var meta struct {
+		JWKSURI string `json:"jwks_uri"`
+	}
+	if err := provider.Claims(&meta); err != nil || meta.JWKSURI == "" {
+		v.lastErr = fmt.Errorf("identity: discovery at %s names no jwks_uri", v.cfg.IssuerURL)
+		return nil, v.lastErr
+	}
+	algs := make([]jose.SignatureAlgorithm, len(AsymmetricAlgorithms))
+	for i, a := range AsymmetricAlgorithms {
+		algs[i] = jose.SignatureAlgorithm(a)
+	}
+	v.keys = &keySet{
+		url: meta.JWKSURI, client: v.client, timeout: v.cfg.HTTPTimeout,
+		refetchEvery: v.cfg.KeyRefetchInterval, algs: algs, now: v.cfg.Now,
+	}
+	v.verifier = oidc.NewVerifier(v.cfg.IssuerURL, v.keys, &oidc.Config{
+		SkipClientIDCheck:    true, // audience is checked below
 		SupportedSigningAlgs: AsymmetricAlgorithms,
 		Now:                  func() time.Time { return v.cfg.Now().Add(-v.cfg.ClockSkew) },
 	})
@@ -119,19 +167,29 @@ func (v *Verifier) oidcVerifier(ctx context.Context) (*oidc.IDTokenVerifier, err
 	return v.verifier, nil
 }
 
-// Verify checks the token's signature, issuer, expiry and audience, and
-// returns its principal. Errors are *Error with a reason.
+// Verify checks the token's signature, issuer, expiry, type and audience,
+// and returns its principal. Errors are *Error with a reason.
 func (v *Verifier) Verify(ctx context.Context, raw string) (Principal, error) {
 	ov, err := v.oidcVerifier(ctx)
 	if err != nil {
 		// The caller's token may be fine; the issuer is not reachable.
-		return Principal{}, &Error{Reason: ReasonIssuerUnavailable, Message: "token cannot be verified now: identity provider unreachable", Err: err}
+		return Principal{}, &Error{Reason: ReasonIssuerUnavailable, Message: "token cannot be verified now: identity provider unreachable", Err: err, Retryable: true}
 	}
-	tok, err := ov.Verify(ctx, raw)
+	// go-oidc flattens the key set's error into text: the key set leaves it,
+	// and the token's header type, here.
+	var sig signatureOutcome
+	tok, err := ov.Verify(context.WithValue(ctx, signatureOutcomeKey{}, &sig), raw)
 	if err != nil {
 		var exp *oidc.TokenExpiredError
-		if errors.As(err, &exp) {
+		switch {
+		case errors.As(err, &exp):
 			return Principal{}, &Error{Reason: ReasonTokenExpired, Message: "token expired at " + exp.Expiry.UTC().Format(time.RFC3339)}
+		case errors.Is(sig.err, errKeysFetch):
+			return Principal{}, &Error{Reason: ReasonIssuerUnavailable, Message: "token cannot be verified now: the identity provider's keys are unreachable", Err: sig.err, Retryable: true}
+		case errors.Is(sig.err, errKeyNotKnownYet):
+			return Principal{}, &Error{Reason: ReasonTokenInvalid, Message: "invalid token: signed with an unknown key", Err: sig.err, Retryable: true}
+		case sig.err != nil:
+			return Principal{}, &Error{Reason: ReasonTokenInvalid, Message: "invalid token", Err: sig.err}
 		}
 		return Principal{}, &Error{Reason: ReasonTokenInvalid, Message: "invalid token", Err: err}
 	}
@@ -139,15 +197,30 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (Principal, error) {
 	if err := tok.Claims(&claims); err != nil {
 		return Principal{}, &Error{Reason: ReasonTokenInvalid, Message: "invalid token claims", Err: err}
 	}
-	p := principalFromClaims(claims, v.cfg.RoleClaims, v.cfg.PlanClaim)
+	if err := checkAccessToken(sig.headerType, claims); err != nil {
+		return Principal{}, err
+	}
+	p := principalFromClaims(claims, v.cfg.RoleClaims, v.cfg.PlanClaim, v.cfg.Audience)
 	p.Expiry = tok.Expiry
 	if p.Subject == "" {
 		return Principal{}, &Error{Reason: ReasonTokenInvalid, Message: "token has no sub claim"}
 	}
-	if a := v.cfg.Audience; a != "" && !slices.Contains(tok.Audience, a) && p.ClientID != a {
+	if a := v.cfg.Audience; a != "" && !slices.Contains(tok.Audience, a) && !(v.cfg.AzpAsAudience && p.ClientID == a) {
 		return Principal{}, &Error{Reason: ReasonTokenInvalid, Message: fmt.Sprintf("token is not for audience %q", a)}
 	}
 	return p, nil
+}
+
+// KeyFetches returns how many times the issuer's keys were fetched since
+// start, successfully or not.
+func (v *Verifier) KeyFetches() uint64 {
+	v.mu.Lock()
+	k := v.keys
+	v.mu.Unlock()
+	if k == nil {
+		return 0
+	}
+	return k.Fetches()
 }
 
 // Authenticate reads the bearer token from h and verifies it.

@@ -22,7 +22,7 @@ func TestStartServesMetricsHealthAndReadinessOnItsAdminListener(t *testing.T) {
 	iss := testkit.StartIssuer(t)
 	r, err := orgsvc.Start(ctxT(t), orgsvc.RunOptions{
 		Addr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0", Version: "v1.2.3",
-		Database: filepath.Join(t.TempDir(), "orgsvc.db"), IssuerURL: iss.URL(),
+		Database: filepath.Join(t.TempDir(), "orgsvc.db"), IssuerURL: iss.URL(), Audience: "api",
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -21,7 +21,13 @@ type RunOptions struct {
 	Addr      string // listen address
 	Database  string // postgres:// DSN or a SQLite file path
 	IssuerURL string
-	Audience  string
+	// Audience is the API's client id at the issuer: tokens must name it in
+	// aud. Required unless AllowAnyAudience (development only).
+	Audience         string
+	AllowAnyAudience bool
+	// AzpAsAudience also accepts tokens whose azp is Audience (see
+	// identity.Config).
+	AzpAsAudience bool
 	// RoleClaims are the claim paths holding roles (identity.DefaultRoleClaims
 	// when empty): set them as the edge's, so both see the same service accounts.
 	RoleClaims []string
@@ -53,7 +59,10 @@ func Start(ctx context.Context, opts RunOptions) (*Running, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
 	}
-	verifier, err := identity.NewVerifier(identity.Config{IssuerURL: opts.IssuerURL, Audience: opts.Audience, RoleClaims: opts.RoleClaims})
+	verifier, err := identity.NewVerifier(identity.Config{
+		IssuerURL: opts.IssuerURL, Audience: opts.Audience, AllowAnyAudience: opts.AllowAnyAudience,
+		AzpAsAudience: opts.AzpAsAudience, RoleClaims: opts.RoleClaims,
+	})
 	if err != nil {
 		_ = st.Close()
 		return nil, err

@@ -66,6 +66,9 @@ func startDev(ctx context.Context, dataDir, version string) (*devStack, error) {
 	cfg.Upstream.URL = "http://" + devBackendAddr
 	cfg.Upstream.AdminURL = "http://" + devBackendAdminAddr // reconciliation of quotas
 	cfg.OIDC.IssuerURL = d.issuer.URL()
+	// The development issuer's tokens name this audience (aud), as a
+	// production issuer's audience mapper makes them.
+	cfg.OIDC.Audience = devissuer.DefaultAudience
 	cfg.Log.Format = "text"
 	cfg.ApplyEnv(os.Getenv)
 	if d.dataDir == "" {
@@ -80,7 +83,7 @@ func startDev(ctx context.Context, dataDir, version string) (*devStack, error) {
 	}
 	if d.backend, err = orgsvc.Start(ctx, orgsvc.RunOptions{
 		Addr: devBackendAddr, AdminAddr: devBackendAdminAddr, Database: filepath.Join(d.dataDir, "orgsvc.db"), IssuerURL: d.issuer.URL(),
-		RoleClaims: cfg.OIDC.RoleClaims, Version: version, Config: orgsvc.Config{TracerProvider: tp},
+		Audience: cfg.OIDC.Audience, AllowAnyAudience: cfg.OIDC.AllowAnyAudience, RoleClaims: cfg.OIDC.RoleClaims, Version: version, Config: orgsvc.Config{TracerProvider: tp},
 	}); err != nil {
 		return nil, fmt.Errorf("backend on %s: %w", devBackendAddr, err)
 	}

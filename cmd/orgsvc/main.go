@@ -24,6 +24,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -50,6 +51,19 @@ func env(name, def string) string {
 	return def
 }
 
+// boolEnv reads a true/false variable; unset or unreadable is false.
+func boolEnv(name string) bool {
+	v, ok := os.LookupEnv(name)
+	if !ok || v == "" {
+		return false
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "orgsvc: ignoring %s=%q: not true or false\n", name, v)
+	}
+	return b
+}
+
 func durationEnv(name string, def time.Duration) time.Duration {
 	if v, ok := os.LookupEnv(name); ok {
 		if d, err := time.ParseDuration(v); err == nil {
@@ -67,8 +81,10 @@ func run(args []string) error {
 		adminAddr = fs.String("admin-addr", env("ORGSVC_ADMIN_ADDR", "127.0.0.1:9092"), "admin listen address: /metrics, /healthz, /readyz ($ORGSVC_ADMIN_ADDR)")
 		database  = fs.String("database", env("ORGSVC_DATABASE", ""), "postgres:// DSN, or a SQLite file path ($ORGSVC_DATABASE)")
 		issuer    = fs.String("issuer", env("ORGSVC_ISSUER_URL", ""), "OIDC issuer URL ($ORGSVC_ISSUER_URL)")
-		audience  = fs.String("audience", env("ORGSVC_AUDIENCE", ""), "required token audience (aud or azp); empty accepts any ($ORGSVC_AUDIENCE)")
-		roles     = fs.String("role-claims", env("ORGSVC_ROLE_CLAIMS", strings.Join(identity.DefaultRoleClaims, ",")), "comma-separated claim paths holding roles; must match the edge's oidc.role_claims ($ORGSVC_ROLE_CLAIMS)")
+		audience  = fs.String("audience", env("ORGSVC_AUDIENCE", ""), "the API's client id at the issuer, which every token must name in aud; required unless -allow-any-audience ($ORGSVC_AUDIENCE)")
+		anyAud    = fs.Bool("allow-any-audience", boolEnv("ORGSVC_ALLOW_ANY_AUDIENCE"), "accept tokens minted for any client of the issuer: development only ($ORGSVC_ALLOW_ANY_AUDIENCE)")
+		azpAud    = fs.Bool("azp-as-audience", boolEnv("ORGSVC_AZP_AS_AUDIENCE"), "also accept a token whose azp is the audience; must match the edge's oidc.azp_as_audience ($ORGSVC_AZP_AS_AUDIENCE)")
+		roles     = fs.String("role-claims", env("ORGSVC_ROLE_CLAIMS", strings.Join(identity.DefaultRoleClaims, ",")), "comma-separated claim paths holding roles; ${audience} stands for -audience, ${azp} for the token's client (never read roles there: any client's owner could define svc-admin); must match the edge's oidc.role_claims ($ORGSVC_ROLE_CLAIMS)")
 		invTTL    = fs.Duration("invitation-ttl", durationEnv("ORGSVC_INVITATION_TTL", 7*24*time.Hour), "how long invitations stay pending ($ORGSVC_INVITATION_TTL)")
 		provision = fs.Duration("provision-delay", durationEnv("ORGSVC_PROVISION_DELAY", 2*time.Second), "PROVISIONING time of a new environment ($ORGSVC_PROVISION_DELAY)")
 		logFormat = fs.String("log-format", env("ORGSVC_LOG_FORMAT", "json"), "text or json ($ORGSVC_LOG_FORMAT)")
@@ -118,6 +134,9 @@ func run(args []string) error {
 		}
 		defer iss.Close()
 		*issuer = iss.URL()
+		if *audience == "" && !*anyAud {
+			*audience = devissuer.DefaultAudience
+		}
 		if *database == "" {
 			dir := *dataDir
 			if dir == "" {
@@ -134,10 +153,16 @@ func run(args []string) error {
 		return errors.New("-issuer (or ORGSVC_ISSUER_URL) is required; for a try-out use -dev")
 	case *database == "":
 		return errors.New("-database (or ORGSVC_DATABASE) is required: a postgres:// DSN or a SQLite file path")
+	case *audience == "" && !*anyAud:
+		return errors.New("-audience (or ORGSVC_AUDIENCE) is required: the API's client id at the issuer, which every token must name in aud; " +
+			"-allow-any-audience accepts tokens minted for any client, for development only")
+	case *audience != "" && *anyAud:
+		return errors.New("-allow-any-audience and -audience exclude each other")
 	}
 
 	running, err := orgsvc.Start(ctx, orgsvc.RunOptions{
 		Addr: *addr, Database: *database, IssuerURL: *issuer, Audience: *audience, Logger: log,
+		AllowAnyAudience: *anyAud, AzpAsAudience: *azpAud,
 		RoleClaims: strings.Split(*roles, ","), AdminAddr: *adminAddr, Version: version(),
 		Config: orgsvc.Config{InvitationTTL: *invTTL, ProvisionDelay: *provision, WatchAccessCheck: *watchCheck},
 	})

@@ -3,13 +3,19 @@
 // the token and kept until the token expires, so that the steady state
 // verifies no signature.
 //
+// It also keeps failures cheap: a refused token is remembered (bounded) and
+// refused again without verification, and a client address that fails too
+// often may not have new tokens verified for a while (see WithFailureLimit).
+//
 // It decides who is calling, not what they may do (see policy).
 package authn
 
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"net/http"
+	"net/netip"
 	"sync/atomic"
 	"time"
 
@@ -27,6 +33,11 @@ type Verifier interface {
 // token says; tokens are short-lived (minutes), so this only reclaims memory.
 const maxCacheTTL = 15 * time.Minute
 
+// refusedTTL is how long a refused token is remembered. The refusals
+// remembered are final (a bad signature, another audience, expiry), so this
+// only reclaims memory.
+const refusedTTL = 10 * time.Minute
+
 // Authenticator verifies bearer tokens, with a cache.
 type Authenticator struct {
 	v     Verifier
@@ -34,7 +45,11 @@ type Authenticator struct {
 	skew  time.Duration
 	now   func() time.Time
 
-	hits, verifications atomic.Uint64
+	refused  *expirable.LRU[[sha256.Size]byte, *identity.Error] // nil: off
+	failures *failureLimiter                                    // nil: off
+	address  ClientAddress
+
+	hits, verifications, refusedHits, limited atomic.Uint64
 }
 
 // Option configures an Authenticator.
@@ -42,6 +57,33 @@ type Option func(*Authenticator)
 
 // WithClock sets the clock that decides whether a cached token has expired.
 func WithClock(now func() time.Time) Option { return func(a *Authenticator) { a.now = now } }
+
+// WithRefusedCache remembers up to size refused tokens (for 10 minutes), so
+// that a refused token sent again is refused without verification. Only
+// final refusals are remembered: not a token whose key is not known yet,
+// nor one refused because the issuer was unreachable.
+func WithRefusedCache(size int) Option {
+	return func(a *Authenticator) {
+		if size > 0 {
+			a.refused = expirable.NewLRU[[sha256.Size]byte, *identity.Error](size, nil, refusedTTL)
+		}
+	}
+}
+
+// WithFailureLimit bounds failed authentications per client address (see
+// AuthenticateRequest): a bucket of burst, refilled at perMinute. 0 turns it
+// off.
+func WithFailureLimit(perMinute, burst int) Option {
+	return func(a *Authenticator) {
+		if perMinute > 0 && burst > 0 {
+			a.failures = newFailureLimiter(perMinute, burst)
+		}
+	}
+}
+
+// WithClientAddress says how AuthenticateRequest finds the client's address.
+// Default: the socket peer.
+func WithClientAddress(c ClientAddress) Option { return func(a *Authenticator) { a.address = c } }
 
 // New returns an Authenticator caching at most size verified tokens. skew is
 // the tolerance on expiry, the same the verifier applies.
@@ -60,7 +102,20 @@ func New(v Verifier, size int, skew time.Duration, opts ...Option) *Authenticato
 
 // Authenticate returns the principal of the request's bearer token. Errors
 // are *identity.Error with a reason. The principal is shared: do not modify it.
+// It knows no client address, so no failure limit applies.
 func (a *Authenticator) Authenticate(ctx context.Context, h http.Header) (*identity.Principal, error) {
+	return a.authenticate(ctx, h, nil)
+}
+
+// AuthenticateRequest is Authenticate for a request whose client address
+// (see WithClientAddress) is bounded by the failure limit: while the address
+// has failed too often, a token not verified before is refused with a
+// *FailureLimitError, unverified. Cached tokens pass as ever.
+func (a *Authenticator) AuthenticateRequest(ctx context.Context, r *http.Request) (*identity.Principal, error) {
+	return a.authenticate(ctx, r.Header, r)
+}
+
+func (a *Authenticator) authenticate(ctx context.Context, h http.Header, r *http.Request) (*identity.Principal, error) {
 	raw, err := identity.BearerToken(h)
 	if err != nil {
 		return nil, err
@@ -73,9 +128,47 @@ func (a *Authenticator) Authenticate(ctx context.Context, h http.Header) (*ident
 		}
 		a.cache.Remove(key)
 	}
+	return a.verify(ctx, raw, key, r)
+}
+
+// verify is the cache miss: the failure limit, the refused tokens, then the
+// signature.
+func (a *Authenticator) verify(ctx context.Context, raw string, key [sha256.Size]byte, r *http.Request) (*identity.Principal, error) {
+	var client netip.Addr
+	limit := a.failures != nil && r != nil
+	if limit {
+		if client = a.address.Of(r); !client.IsValid() {
+			limit = false
+		}
+	}
+	if limit {
+		if wait := a.failures.wait(client, a.now()); wait > 0 {
+			a.limited.Add(1)
+			return nil, &FailureLimitError{RetryAfter: wait}
+		}
+	}
+	if a.refused != nil {
+		if e, ok := a.refused.Get(key); ok {
+			a.refusedHits.Add(1)
+			if limit {
+				a.failures.fail(client, a.now())
+			}
+			return nil, e
+		}
+	}
 	a.verifications.Add(1)
 	p, err := a.v.Verify(ctx, raw)
 	if err != nil {
+		var ie *identity.Error
+		if !errors.As(err, &ie) {
+			return nil, err
+		}
+		if limit && ie.Reason != identity.ReasonIssuerUnavailable {
+			a.failures.fail(client, a.now())
+		}
+		if a.refused != nil && !ie.Retryable && ie.Reason != identity.ReasonIssuerUnavailable {
+			a.refused.Add(key, ie)
+		}
 		return nil, err
 	}
 	p.SubjectSum = sha256.Sum256([]byte(p.Subject))
@@ -95,4 +188,19 @@ func (a *Authenticator) Forget(h http.Header) {
 // verified, since start.
 func (a *Authenticator) Stats() (hits, verifications uint64) {
 	return a.hits.Load(), a.verifications.Load()
+}
+
+// FailureStats returns how many calls were refused from the refused-token
+// cache, and how many by the failure limit, since start.
+func (a *Authenticator) FailureStats() (refusedHits, limited uint64) {
+	return a.refusedHits.Load(), a.limited.Load()
+}
+
+// KeyFetches returns how many times the verifier fetched the issuer's keys,
+// when it counts them (as *identity.Verifier does); 0 otherwise.
+func (a *Authenticator) KeyFetches() uint64 {
+	if k, ok := a.v.(interface{ KeyFetches() uint64 }); ok {
+		return k.KeyFetches()
+	}
+	return 0
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/http/httptest"
+	"net/netip"
 	"sync"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"github.com/orgedge/edge/devissuer"
 	"github.com/orgedge/edge/edge/authn"
 	"github.com/orgedge/edge/identity"
+	"github.com/orgedge/edge/internal/testenv"
 )
 
 func setup(t testing.TB) (*devissuer.Server, *authn.Authenticator) {
@@ -20,7 +23,7 @@ func setup(t testing.TB) (*devissuer.Server, *authn.Authenticator) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = iss.Close() })
-	v, err := identity.NewVerifier(identity.Config{IssuerURL: iss.URL()})
+	v, err := identity.NewVerifier(identity.Config{IssuerURL: iss.URL(), Audience: devissuer.DefaultAudience})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +55,7 @@ func TestCachedTokenIsRefusedOnceExpired(t *testing.T) {
 	var mu sync.Mutex
 	now := time.Now()
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	v, err := identity.NewVerifier(identity.Config{IssuerURL: iss.URL(), ClockSkew: 30 * time.Second, Now: clock})
+	v, err := identity.NewVerifier(identity.Config{IssuerURL: iss.URL(), Audience: devissuer.DefaultAudience, ClockSkew: 30 * time.Second, Now: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,5 +89,127 @@ func TestFailuresAreNotCached(t *testing.T) {
 	}
 	if _, verifications := a.Stats(); verifications != 2 {
 		t.Fatalf("verifications %d, want 2", verifications)
+	}
+}
+
+func TestRefusedTokenIsRememberedButARetryableRefusalIsNot(t *testing.T) {
+	iss, err := devissuer.Start("127.0.0.1:0", devissuer.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = iss.Close() })
+	v, err := identity.NewVerifier(identity.Config{IssuerURL: iss.URL(), Audience: devissuer.DefaultAudience, KeyRefetchInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := authn.New(v, 100, 30*time.Second, authn.WithRefusedCache(10))
+	claims, _ := iss.Issuer().ClaimsFor("alice")
+	claims["aud"] = []string{"billing"}
+	wrongAudience, _ := iss.Issuer().Mint(claims)
+	for range 3 {
+		if _, err := a.Authenticate(context.Background(), bearer(wrongAudience)); err == nil {
+			t.Fatal("token for another audience accepted")
+		}
+	}
+	if _, v := a.Stats(); v != 1 {
+		t.Fatalf("verifications %d for one refused token sent 3 times, want 1", v)
+	}
+	// A key rotated after the last fetch for an unknown key: refused while
+	// the keys may not be fetched again, but not remembered.
+	if _, err := iss.Issuer().RotateKey(); err != nil {
+		t.Fatal(err)
+	}
+	first, _ := iss.Issuer().TokenFor("alice")
+	if _, err := a.Authenticate(context.Background(), bearer(first)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := iss.Issuer().RotateKey(); err != nil {
+		t.Fatal(err)
+	}
+	newKey, _ := iss.Issuer().TokenFor("alice")
+	_, err = a.Authenticate(context.Background(), bearer(newKey))
+	if ie := (*identity.Error)(nil); !errors.As(err, &ie) || !ie.Retryable {
+		t.Fatalf("got %v, want a retryable refusal", err)
+	}
+	_, _ = a.Authenticate(context.Background(), bearer(newKey))
+	if _, v := a.Stats(); v != 4 {
+		t.Fatalf("verifications %d, want 4: a retryable refusal is verified again", v)
+	}
+}
+
+func TestFailureLimitRefusesNewTokensButNotCachedOnes(t *testing.T) {
+	iss, err := devissuer.Start("127.0.0.1:0", devissuer.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = iss.Close() })
+	clock := testenv.NewClock(time.Now())
+	v, err := identity.NewVerifier(identity.Config{IssuerURL: iss.URL(), Audience: devissuer.DefaultAudience, Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := authn.New(v, 100, 30*time.Second, authn.WithClock(clock.Now), authn.WithFailureLimit(60, 2))
+	request := func(remote, tok string) *http.Request {
+		r := httptest.NewRequest(http.MethodPost, "/", nil)
+		r.RemoteAddr = remote
+		r.Header = bearer(tok)
+		return r
+	}
+	good, _ := iss.Issuer().TokenFor("bob")
+	if _, err := a.AuthenticateRequest(context.Background(), request("192.0.2.1:1000", good)); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := a.AuthenticateRequest(context.Background(), request("192.0.2.1:1001", "x.y.z")); err == nil {
+			t.Fatal("garbage accepted")
+		}
+	}
+	fresh, _ := iss.Issuer().TokenFor("carol")
+	_, err = a.AuthenticateRequest(context.Background(), request("192.0.2.1:1002", fresh))
+	fl, ok := errors.AsType[*authn.FailureLimitError](err)
+	if !ok || fl.RetryAfter <= 0 || fl.RetryAfter > time.Second {
+		t.Fatalf("got %v, want a failure limit of at most 1s", err)
+	}
+	if _, err := a.AuthenticateRequest(context.Background(), request("192.0.2.1:1003", good)); err != nil {
+		t.Fatalf("cached token: %v", err)
+	}
+	if _, err := a.AuthenticateRequest(context.Background(), request("192.0.2.2:1000", fresh)); err != nil {
+		t.Fatalf("another address: %v", err)
+	}
+	// IPv6 clients are bounded by /64.
+	for range 2 {
+		_, _ = a.AuthenticateRequest(context.Background(), request("[2001:db8::1]:1", "x.y.z"))
+	}
+	if _, err := a.AuthenticateRequest(context.Background(), request("[2001:db8::ffff]:1", "a.b.c")); !errors.As(err, &fl) {
+		t.Fatalf("same /64: %v", err)
+	}
+	clock.Add(time.Second)
+	_, err = a.AuthenticateRequest(context.Background(), request("192.0.2.1:1004", "x.y.z"))
+	if ie := (*identity.Error)(nil); !errors.As(err, &ie) {
+		t.Fatalf("after a second: %v, want the token verified (and refused)", err)
+	}
+}
+
+func TestClientAddressTrustsTheHeaderOfTrustedProxiesOnly(t *testing.T) {
+	c := authn.ClientAddress{Header: "X-Forwarded-For", TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}
+	cases := []struct {
+		remote, header, want string
+	}{
+		{"10.1.2.3:5000", "203.0.113.9", "203.0.113.9"},
+		{"10.1.2.3:5000", "198.51.100.1, 203.0.113.9", "203.0.113.9"},
+		{"10.1.2.3:5000", "garbage", "10.1.2.3"},
+		{"10.1.2.3:5000", "", "10.1.2.3"},
+		{"192.0.2.1:5000", "203.0.113.9", "192.0.2.1"},
+		{"[::ffff:10.1.2.3]:5000", "203.0.113.9", "203.0.113.9"},
+	}
+	for _, tc := range cases {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.RemoteAddr = tc.remote
+		if tc.header != "" {
+			r.Header.Set("X-Forwarded-For", tc.header)
+		}
+		if got := c.Of(r); got.String() != tc.want {
+			t.Errorf("peer %s header %q: %s, want %s", tc.remote, tc.header, got, tc.want)
+		}
 	}
 }

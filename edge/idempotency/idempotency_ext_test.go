@@ -22,6 +22,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 
 	"github.com/orgedge/edge/config"
+	"github.com/orgedge/edge/devissuer"
 	"github.com/orgedge/edge/edge/apierror"
 	"github.com/orgedge/edge/edge/classify"
 	"github.com/orgedge/edge/edge/idempotency"
@@ -56,7 +57,7 @@ func newStack(t *testing.T) *stack {
 	t.Helper()
 	iss := testkit.StartIssuer(t)
 	be := testkit.StartBackend(t, testkit.SQLite, iss.URL(), orgsvc.Config{})
-	v, err := identity.NewVerifier(identity.Config{IssuerURL: iss.URL()})
+	v, err := identity.NewVerifier(identity.Config{IssuerURL: iss.URL(), Audience: devissuer.DefaultAudience})
 	if err != nil {
 		t.Fatal(err)
 	}

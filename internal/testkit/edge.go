@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/orgedge/edge/config"
+	"github.com/orgedge/edge/devissuer"
 	"github.com/orgedge/edge/edge"
 	"github.com/orgedge/edge/internal/testenv"
 )
@@ -39,6 +40,7 @@ func EdgeConfig(t testing.TB, upstreamURL, issuerURL string) *config.Config {
 	cfg.Listen.Addr, cfg.Admin.Addr = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.Upstream.URL = upstreamURL
 	cfg.OIDC.IssuerURL = issuerURL
+	cfg.OIDC.Audience = devissuer.DefaultAudience
 	cfg.Listen.ShutdownGrace = 5 * time.Second
 	return cfg
 }

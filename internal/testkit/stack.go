@@ -125,7 +125,7 @@ func StartBackend(t testing.TB, db Database, issuerURL string, cfg orgsvc.Config
 		cfg.Metrics = orgsvc.NewMetrics(reg, "test")
 	}
 	if cfg.Auth == nil {
-		v, err := identity.NewVerifier(identity.Config{IssuerURL: issuerURL})
+		v, err := identity.NewVerifier(identity.Config{IssuerURL: issuerURL, Audience: devissuer.DefaultAudience})
 		if err != nil {
 			t.Fatal(err)
 		}
