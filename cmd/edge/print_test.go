@@ -13,7 +13,7 @@ import (
 
 func TestCheckConfigPrintShowsTheEffectiveConfigurationWithSecretsRedacted(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "edge.yaml")
-	if err := os.WriteFile(file, []byte("upstream:\n  url: http://orgsvc:8082\noidc:\n  issuer_url: https://id.example.com/realms/x\nredis:\n  timeout: 80ms\n"), 0o600); err != nil {
+	if err := os.WriteFile(file, []byte("upstream:\n  url: http://orgsvc:8082\noidc:\n  issuer_url: https://id.example.com/realms/x\n  audience: api\nredis:\n  timeout: 80ms\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv("EDGE_LISTEN_ADDR", ":18080")

@@ -1,7 +1,7 @@
 // Command orgsvc runs the backend: OrganizationService, EnvironmentService and
 // BlueprintService over Connect, gRPC, gRPC-Web and HTTP/JSON.
 //
-//	orgsvc -issuer https://keycloak.example.com/realms/prod -database postgres://…
+//	orgsvc -issuer https://keycloak.example.com/realms/prod -audience api -database postgres://…
 //	orgsvc -dev     # with a development issuer and SQLite in a temporary directory
 //
 // Every flag has an environment variable (ORGSVC_ADDR, ORGSVC_DATABASE,
