@@ -64,7 +64,7 @@ func TestImagesStampTheVersionTheyAreBuiltWith(t *testing.T) {
 	edge := exec.CommandContext(ctx, bins["cmd/edge"], "-config", "edge.image.yaml")
 	edge.Env = []string{
 		"EDGE_LISTEN_ADDR=" + apiAddr, "EDGE_ADMIN_ADDR=" + adminAddr,
-		"EDGE_UPSTREAM_URL=http://127.0.0.1:1", "EDGE_OIDC_ISSUER_URL=http://127.0.0.1:1/realms/x",
+		"EDGE_UPSTREAM_URL=http://127.0.0.1:1", "EDGE_OIDC_ISSUER_URL=http://127.0.0.1:1/realms/x", "EDGE_OIDC_AUDIENCE=api",
 		"OTEL_SDK_DISABLED=true",
 	}
 	var logs lockedBuffer
@@ -137,8 +137,8 @@ func TestEdgeImageListensEverywhereFromItsFileAndSetsNoAddressVariables(t *testi
 	if cfg.Listen.Addr != ":8080" || cfg.Admin.Addr != ":9090" {
 		t.Errorf("edge.image.yaml listens on %q, admin %q; want :8080 and :9090", cfg.Listen.Addr, cfg.Admin.Addr)
 	}
-	cfg.Upstream.URL, cfg.OIDC.IssuerURL = "http://orgsvc:8082", "https://id.example.com/realms/x"
+	cfg.Upstream.URL, cfg.OIDC.IssuerURL, cfg.OIDC.Audience = "http://orgsvc:8082", "https://id.example.com/realms/x", "api"
 	if err := cfg.Validate(); err != nil {
-		t.Errorf("edge.image.yaml with the two URLs: %v", err)
+		t.Errorf("edge.image.yaml with the two URLs and the audience: %v", err)
 	}
 }

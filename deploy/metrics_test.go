@@ -579,7 +579,7 @@ func startBackendBinary(t *testing.T, issuerURL string) *runningBackend {
 	addr, adminAddr := freeAddr(t), freeAddr(t)
 	rb := &runningBackend{url: "http://" + addr, adminURL: "http://" + adminAddr}
 	var logs lockedBuffer
-	cmd := exec.Command(bin, "-addr", addr, "-admin-addr", adminAddr, "-database", dsn, "-issuer", issuerURL, "-log-format", "text")
+	cmd := exec.Command(bin, "-addr", addr, "-admin-addr", adminAddr, "-database", dsn, "-issuer", issuerURL, "-audience", "api", "-log-format", "text")
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	cmd.Env = append(os.Environ(), "OTEL_SDK_DISABLED=true")
 	if err := cmd.Start(); err != nil {
