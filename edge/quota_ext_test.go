@@ -400,3 +400,56 @@ func redisClient(t *testing.T, addr string) *redis.Client {
 	t.Cleanup(func() { _ = rdb.Close() })
 	return rdb
 }
+
+func TestAStreamRefusedByTheStreamCapConsumesNoRate(t *testing.T) {
+	s, token := startStack(t, orgsvc.Config{ProvisionDelay: time.Hour}, func(c *config.Config) {
+		for i, op := range c.Operations {
+			if op.ConcurrentStreams > 0 {
+				c.Operations[i].ConcurrentStreams = 1
+			}
+		}
+	})
+	for _, p := range []testkit.Protocol{testkit.GRPC, testkit.GRPCWeb, testkit.ConnectProto} {
+		t.Run(string(p), func(t *testing.T) {
+			c := testkit.NewClients(s.edge.URL, p, token("free-streams-"+string(p)))
+			ctx := ctxT(t)
+			_, prj := project(t, c, "streams-"+string(p))
+			env, err := createEnv(ctx, c, prj, "w")
+			if err != nil {
+				t.Fatal(err)
+			}
+			watch := func() (*connect.ServerStreamForClient[svcv1.WatchEnvironmentResponse], error) {
+				stream, err := c.Env.WatchEnvironment(ctx, req(&svcv1.WatchEnvironmentRequest{EnvironmentId: env}))
+				if err != nil {
+					return nil, err
+				}
+				if !stream.Receive() {
+					stream.Close()
+					return nil, stream.Err()
+				}
+				return stream, nil
+			}
+			open, err := watch()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer open.Close()
+			res, err := c.Usage.GetUsage(ctx, req(&svcv1.GetUsageRequest{}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := res.Msg.ApiUsage.RequestsToday
+			for range 5 {
+				_, err := watch()
+				wantError(t, err, connect.CodeResourceExhausted, "CONCURRENT_STREAMS_EXCEEDED", "edge")
+			}
+			res, err = c.Usage.GetUsage(ctx, req(&svcv1.GetUsageRequest{}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := res.Msg.ApiUsage.RequestsToday; got != before+1 {
+				t.Fatalf("%d requests today after five refused streams, want %d (the GetUsage alone)", got, before+1)
+			}
+		})
+	}
+}
