@@ -186,7 +186,10 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (Principal, error) {
 			return Principal{}, &Error{Reason: ReasonTokenExpired, Message: "token expired at " + exp.Expiry.UTC().Format(time.RFC3339)}
 		case errors.Is(sig.err, errKeysFetch):
 			return Principal{}, &Error{Reason: ReasonIssuerUnavailable, Message: "token cannot be verified now: the identity provider's keys are unreachable", Err: sig.err, Retryable: true}
-		case errors.Is(sig.err, errKeyNotKnownYet):
+		case errors.Is(sig.err, errKeyNotKnownYet), errors.Is(sig.err, errUnknownKey):
+			// Retryable: the issuer may publish the key later (or a cache in
+			// front of it may have served old keys); such a refusal costs no
+			// signature check, so there is nothing to save by remembering it.
 			return Principal{}, &Error{Reason: ReasonTokenInvalid, Message: "invalid token: signed with an unknown key", Err: sig.err, Retryable: true}
 		case sig.err != nil:
 			return Principal{}, &Error{Reason: ReasonTokenInvalid, Message: "invalid token", Err: sig.err}
