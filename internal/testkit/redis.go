@@ -25,36 +25,138 @@ type RedisServer struct {
 	t    testing.TB
 	dir  string
 	cmd  *exec.Cmd
+	args []string // more redis-server arguments
 }
 
 // StartRedisServer starts a private redis-server on a free loopback port
 // (skipped without the binary, failed under CI).
 func StartRedisServer(t testing.TB) *RedisServer {
 	t.Helper()
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		if testenv.InCI() {
-			t.Fatal("redis-server is required under CI=true")
+	return startRedisServer(t)
+}
+
+func startRedisServer(t testing.TB, args ...string) *RedisServer {
+	t.Helper()
+	for _, bin := range []string{"redis-server", "redis-cli"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			if testenv.InCI() {
+				t.Fatalf("%s is required under CI=true", bin)
+			}
+			t.Skipf("no %s on PATH", bin)
 		}
-		t.Skip("no redis-server on PATH")
 	}
+	s := &RedisServer{Addr: freeAddr(t), t: t, dir: t.TempDir(), args: args}
+	s.Start()
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// freeAddr returns a loopback address free now (another process may take
+// it before it is bound: Start then fails, naming it).
+func freeAddr(t testing.TB) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
-	s := &RedisServer{Addr: addr, t: t, dir: t.TempDir()}
-	s.Start()
-	t.Cleanup(s.Stop)
-	return s
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// RedisCluster is a Redis Cluster of the test's own: three masters, no
+// replicas, a one-second node timeout, so that a test may kill a master.
+type RedisCluster struct {
+	Nodes []*RedisServer
+}
+
+// StartRedisCluster starts three cluster nodes on free loopback ports
+// (bus ports too), joins them, and waits until every node reports
+// cluster_state:ok.
+func StartRedisCluster(t testing.TB) *RedisCluster {
+	t.Helper()
+	c := &RedisCluster{}
+	var addrs []string
+	for range 3 {
+		_, bus, _ := net.SplitHostPort(freeAddr(t))
+		n := startRedisServer(t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+			"--cluster-node-timeout", "1000", "--cluster-port", bus)
+		c.Nodes = append(c.Nodes, n)
+		addrs = append(addrs, n.Addr)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	args := append([]string{"--cluster", "create"}, addrs...)
+	out, err := exec.CommandContext(ctx, "redis-cli", append(args, "--cluster-replicas", "0", "--cluster-yes")...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
+	}
+	c.WaitHealthy(t)
+	return c
+}
+
+// Addrs are the nodes' addresses, the seeds of a cluster client.
+func (c *RedisCluster) Addrs() []string {
+	var addrs []string
+	for _, n := range c.Nodes {
+		addrs = append(addrs, n.Addr)
+	}
+	return addrs
+}
+
+// WaitHealthy waits until every node reports cluster_state:ok.
+func (c *RedisCluster) WaitHealthy(t testing.TB) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for _, n := range c.Nodes {
+		cl := redis.NewClient(&redis.Options{Addr: n.Addr, MaxRetries: -1})
+		for {
+			info, err := cl.ClusterInfo(context.Background()).Result()
+			if err == nil && strings.Contains(info, "cluster_state:ok") {
+				break
+			}
+			if time.Now().After(deadline) {
+				_ = cl.Close()
+				t.Fatalf("cluster node %s not ok after 30s: %v\n%s", n.Addr, err, info)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		_ = cl.Close()
+	}
+}
+
+// MasterOf returns the node that serves key's slot.
+func (c *RedisCluster) MasterOf(t testing.TB, key string) *RedisServer {
+	t.Helper()
+	cl := redis.NewClient(&redis.Options{Addr: c.Nodes[0].Addr})
+	defer cl.Close()
+	slot, err := cl.ClusterKeySlot(context.Background(), key).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	slots, err := cl.ClusterSlots(context.Background()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range slots {
+		if int64(r.Start) <= slot && slot <= int64(r.End) && len(r.Nodes) > 0 {
+			for _, n := range c.Nodes {
+				if n.Addr == r.Nodes[0].Addr {
+					return n
+				}
+			}
+		}
+	}
+	t.Fatalf("no node serves slot %d", slot)
+	return nil
 }
 
 // Start starts the server (again) and waits until it answers.
 func (s *RedisServer) Start() {
 	s.t.Helper()
 	_, port, _ := net.SplitHostPort(s.Addr)
-	s.cmd = exec.Command("redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-		"--dir", s.dir, "--logfile", filepath.Join(s.dir, "redis.log"))
+	args := append([]string{"--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		"--dir", s.dir, "--logfile", filepath.Join(s.dir, "redis.log")}, s.args...)
+	s.cmd = exec.Command("redis-server", args...)
 	if err := s.cmd.Start(); err != nil {
 		s.t.Fatalf("start redis-server: %v", err)
 	}
