@@ -109,6 +109,23 @@ func (b *breaker) State() BreakerState {
 // It returns when the deadline passes even if f has not (a client without
 // ContextTimeoutEnabled keeps reading until its own ReadTimeout).
 func call[T any](l *Limiter, ctx context.Context, f func(context.Context) (T, error)) (T, error) {
+	return callAsync(l, ctx, func(ctx context.Context) <-chan result[T] {
+		done := make(chan result[T], 1)
+		go func() {
+			v, err := f(ctx)
+			done <- result[T]{v, err}
+		}()
+		return done
+	})
+}
+
+type result[T any] struct {
+	v   T
+	err error
+}
+
+// callAsync is call for work that answers on a channel (the batcher's).
+func callAsync[T any](l *Limiter, ctx context.Context, start func(context.Context) <-chan result[T]) (T, error) {
 	var zero T
 	if !l.breaker.acquire(l.opts.Now()) {
 		return zero, errOpen
@@ -116,16 +133,8 @@ func call[T any](l *Limiter, ctx context.Context, f func(context.Context) (T, er
 	l.stats.redisCalls.Add(1)
 	ctx2, cancel := context.WithTimeout(ctx, l.opts.Timeout)
 	defer cancel()
-	type result struct {
-		v   T
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		v, err := f(ctx2)
-		done <- result{v, err}
-	}()
-	var r result
+	done := start(ctx2)
+	var r result[T]
 	select {
 	case r = <-done:
 	case <-ctx2.Done():

@@ -192,6 +192,7 @@ type Limiter struct {
 	breaker breaker
 	refused *refusals
 	local   *localLimiter
+	batch   *batcher
 	stats   counters
 
 	logMu      sync.Mutex
@@ -234,6 +235,7 @@ func New(client redis.UniversalClient, opts Options) *Limiter {
 		breaker: breaker{threshold: opts.FailureThreshold, cooldown: opts.Cooldown},
 		refused: newRefusals(opts.RefusalCache),
 		local:   newLocalLimiter(opts.LocalShare, opts.LocalEntries),
+		batch:   &batcher{rdb: client, timeout: opts.Timeout},
 	}
 }
 
@@ -255,13 +257,13 @@ func (l *Limiter) Allow(ctx context.Context, req Request) (Decision, error) {
 		l.stats.refusedCache.Add(1)
 		return d, nil
 	}
-	v, err := call(l, ctx, func(ctx context.Context) (verdict, error) {
-		v, err := allowScript.Run(ctx, l.rdb, k.all, k.args(req)...).Slice()
-		if err != nil {
-			return verdict{}, err
-		}
-		return decode(req, k, v)
+	raw, err := callAsync(l, ctx, func(ctx context.Context) <-chan result[[]any] {
+		return l.batch.run(ctx, k.all, k.args(req))
 	})
+	var v verdict
+	if err == nil {
+		v, err = decode(req, k, raw)
+	}
 	switch {
 	case err == nil:
 		if v.Allowed {

@@ -1,0 +1,138 @@
+package ratelimit
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// maxPipelines is how many pipelines of limit scripts may be on the wire
+// at once; calls that arrive meanwhile wait for the next one.
+const maxPipelines = 2
+
+// maxBatch bounds one pipeline.
+const maxBatch = 128
+
+// batcher sends the limit scripts of concurrent calls to Redis together.
+// Each call still runs its own script, with its own keys, and gets its own
+// exact decision; but the calls that arrive while others are on the wire
+// leave in one pipeline: one write and one read for all of them, on the
+// edge's side and on Redis' (which spends most of a small script's cost on
+// those system calls). A lone call goes out at once, as before. No
+// goroutine lives longer than the calls it serves.
+type batcher struct {
+	rdb     redis.UniversalClient
+	timeout time.Duration
+
+	mu       sync.Mutex
+	queue    []*scriptCall
+	inflight int
+}
+
+// scriptCall is one call's script run.
+type scriptCall struct {
+	ctx  context.Context
+	keys []string
+	args []any
+	done chan result[[]any] // buffered: the batch never waits for its caller
+}
+
+// run queues one script run and returns the channel that gets its answer.
+func (b *batcher) run(ctx context.Context, keys []string, args []any) <-chan result[[]any] {
+	c := &scriptCall{ctx: ctx, keys: keys, args: args, done: make(chan result[[]any], 1)}
+	b.mu.Lock()
+	b.queue = append(b.queue, c)
+	lead := b.inflight < maxPipelines
+	if lead {
+		b.inflight++
+	}
+	b.mu.Unlock()
+	if lead {
+		go b.flush()
+	}
+	return c.done
+}
+
+// flush sends what is queued, batch after batch, until the queue is empty.
+func (b *batcher) flush() {
+	for {
+		b.mu.Lock()
+		n := min(len(b.queue), maxBatch)
+		if n == 0 {
+			b.inflight--
+			b.mu.Unlock()
+			return
+		}
+		batch := make([]*scriptCall, n)
+		copy(batch, b.queue)
+		b.queue = append(b.queue[:0], b.queue[n:]...)
+		b.mu.Unlock()
+		b.send(batch)
+	}
+}
+
+// send runs one batch in one pipeline. Calls whose caller has given up
+// are left out: they must not consume anything nobody is told about.
+func (b *batcher) send(batch []*scriptCall) {
+	live := batch[:0]
+	for _, c := range batch {
+		if err := c.ctx.Err(); err != nil {
+			c.done <- result[[]any]{err: err}
+			continue
+		}
+		live = append(live, c)
+	}
+	if len(live) == 0 {
+		return
+	}
+	// The batch's deadline is the Limiter's; each caller also keeps its own.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(live[0].ctx), b.timeout)
+	defer cancel()
+	if len(live) == 1 {
+		c := live[0]
+		v, err := allowScript.Run(ctx, b.rdb, c.keys, c.args...).Slice()
+		c.done <- result[[]any]{v, err}
+		return
+	}
+	cmds := b.pipeline(ctx, live)
+	var again []*scriptCall
+	for i, c := range live {
+		if err := cmds[i].Err(); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+			// That node (restarted, failed over, flushed) lost the
+			// script, so this call's script did not run: it runs again
+			// once the script is loaded. The others ran: never twice.
+			again = append(again, c)
+			continue
+		}
+		v, err := cmds[i].Slice()
+		c.done <- result[[]any]{v, err}
+	}
+	if len(again) == 0 {
+		return
+	}
+	if err := allowScript.Load(ctx, b.rdb).Err(); err != nil {
+		for _, c := range again {
+			c.done <- result[[]any]{err: err}
+		}
+		return
+	}
+	cmds = b.pipeline(ctx, again)
+	for i, c := range again {
+		v, err := cmds[i].Slice()
+		c.done <- result[[]any]{v, err}
+	}
+}
+
+func (b *batcher) pipeline(ctx context.Context, batch []*scriptCall) []*redis.Cmd {
+	cmds := make([]*redis.Cmd, len(batch))
+	_, _ = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, c := range batch {
+			cmds[i] = allowScript.EvalSha(ctx, p, c.keys, c.args...)
+		}
+		return nil
+	})
+	return cmds
+}
