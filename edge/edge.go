@@ -23,6 +23,7 @@ import (
 
 	"connectrpc.com/connect"
 	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 
 	"github.com/orgedge/edge/config"
 	"github.com/orgedge/edge/edge/apierror"
@@ -160,7 +161,23 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	principal := s.serve(rec, r, call, problem, start)
 	d := time.Since(start)
 	code := rec.resultCode(call)
-	s.metrics.observe(call, code, d)
+	if r.Context().Err() != nil && (rec.status == 0 || rec.cut.Load() || serverFault(code)) {
+		// The client left before its answer was complete: not the
+		// service's failure, and not a success either.
+		code = "canceled"
+	}
+	outcome := rec.outcome(code)
+	s.metrics.observe(call, code, outcome, d)
+	if outcome == outcomeForwarded {
+		s.metrics.overhead(call, d-time.Duration(rec.upstream.Load()))
+	}
+	if code == "unavailable" {
+		reason := rec.reason
+		if reason == "" {
+			reason = unavailableUpstream // the backend's own answer
+		}
+		s.metrics.unavailable(reason)
+	}
 	endServer(span, call, code, rec.status)
 	s.logCall(r, call, principal, rec, code, d)
 }
@@ -305,6 +322,9 @@ func (s *Server) idempotency(w http.ResponseWriter, r *http.Request, call classi
 	defer span.End()
 	outcome := s.idem.Serve(w, r.WithContext(ctx), call, subject, eligible, next)
 	s.metrics.idempotency(outcome)
+	if outcome == idempotency.Unavailable {
+		inflightOf(r).rec.reason = unavailableIdempotency
+	}
 	if span.IsRecording() {
 		o := string(outcome)
 		if o == "" {
@@ -348,7 +368,29 @@ func (s *Server) refuse(w http.ResponseWriter, r *http.Request, err *connect.Err
 		rec = inflightOf(r).rec
 	}
 	rec.code = err.Code().String()
+	if err.Code() == connect.CodeUnavailable {
+		rec.reason = unavailableReasonOf(err)
+	}
 	apierror.Write(w, r, err)
+}
+
+// unavailableReasonOf names the dependency behind one of the edge's own
+// unavailable answers, from its ErrorInfo reason.
+func unavailableReasonOf(err *connect.Error) string {
+	for _, d := range err.Details() {
+		v, _ := d.Value()
+		if ei, ok := v.(*errdetails.ErrorInfo); ok {
+			switch {
+			case ei.Reason == reasonUnavailable:
+				return unavailableLimits
+			case ei.Reason == identity.ReasonIssuerUnavailable:
+				return unavailableIssuer
+			case strings.HasPrefix(ei.Reason, "IDEMPOTENCY"):
+				return unavailableIdempotency
+			}
+		}
+	}
+	return unavailableUpstream
 }
 
 func authError(err error, call classify.Call) *connect.Error {
@@ -463,7 +505,8 @@ func (s *Server) upstreamError(w http.ResponseWriter, r *http.Request, err error
 	case errors.Is(r.Context().Err(), context.DeadlineExceeded):
 		s.refuse(w, r, apierror.New(connect.CodeDeadlineExceeded, "DEADLINE_EXCEEDED", "the backend did not answer in time"))
 	case errors.Is(r.Context().Err(), context.Canceled):
-		// The client left; nobody reads an answer.
+		// The client left; nobody reads an answer. Counted as canceled.
+		inflightOf(r).rec.code = "canceled"
 	default:
 		s.log.WarnContext(r.Context(), "upstream unavailable", "procedure", inflightOf(r).call.Procedure, "err", err)
 		s.refuse(w, r, apierror.New(connect.CodeUnavailable, "UPSTREAM_UNAVAILABLE", "the backend is unavailable; retry later"))

@@ -19,6 +19,8 @@ import (
 type Metrics struct {
 	requests     *prometheus.CounterVec
 	duration     *prometheus.HistogramVec
+	overheads    *prometheus.HistogramVec
+	unavailables *prometheus.CounterVec
 	decisions    *prometheus.CounterVec
 	idem         *prometheus.CounterVec
 	upstream     *prometheus.HistogramVec
@@ -40,7 +42,8 @@ type seriesKey struct{ service, method, protocol string }
 // series are the children of one (service, method, protocol), each made at
 // its first use so that a series appears only once something happened.
 type series struct {
-	duration, upstream lazyChild[prometheus.Observer]
+	duration           [len(outcomes)]lazyChild[prometheus.Observer] // by outcome
+	upstream, overhead lazyChild[prometheus.Observer]
 	codes              [len(grpcCodes)]lazyChild[prometheus.Counter] // by gRPC code number
 }
 
@@ -113,10 +116,23 @@ func NewMetrics(reg prometheus.Registerer, auth *authn.Authenticator, limits *Li
 		}, []string{"service", "method", "protocol", "code"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:                        "edge_request_duration_seconds",
-			Help:                        "Time from receiving a call to its last byte, by service, method and protocol.",
+			Help:                        "Time from receiving a call to its last byte, by service, method, protocol and outcome (forwarded, refused, replayed, error).",
 			Buckets:                     durationBuckets,
 			NativeHistogramBucketFactor: 1.1,
+		}, []string{"service", "method", "protocol", "outcome"}),
+		overheads: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:                        "edge_overhead_seconds",
+			Help:                        "The edge's own time in a forwarded call: before the backend was called plus after its answer (the call's duration less the backend's), by service, method and protocol.",
+			Buckets:                     overheadBuckets,
+			NativeHistogramBucketFactor: 1.1,
 		}, []string{"service", "method", "protocol"}),
+		unavailables: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edge_unavailable_total",
+			Help: "Calls answered unavailable, by the dependency at fault: limits (Redis for limits), idempotency (Redis for Idempotency-Key), issuer (the OIDC issuer), upstream (the backend).",
+		}, []string{"reason"}),
+	}
+	for _, r := range []string{unavailableLimits, unavailableIdempotency, unavailableIssuer, unavailableUpstream} {
+		m.unavailables.WithLabelValues(r)
 	}
 	m.decisions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "edge_limit_decisions_total",
@@ -156,7 +172,12 @@ func NewMetrics(reg prometheus.Registerer, auth *authn.Authenticator, limits *Li
 	})
 	m.calls.make = func(k seriesKey) *series {
 		s := &series{}
-		s.duration.make = func() prometheus.Observer { return m.duration.WithLabelValues(k.service, k.method, k.protocol) }
+		for i, outcome := range outcomes {
+			s.duration[i].make = func() prometheus.Observer {
+				return m.duration.WithLabelValues(k.service, k.method, k.protocol, outcome)
+			}
+		}
+		s.overhead.make = func() prometheus.Observer { return m.overheads.WithLabelValues(k.service, k.method, k.protocol) }
 		s.upstream.make = func() prometheus.Observer { return m.upstream.WithLabelValues(k.service, k.method, k.protocol) }
 		for i, code := range grpcCodes {
 			s.codes[i].make = func() prometheus.Counter { return m.requests.WithLabelValues(k.service, k.method, k.protocol, code) }
@@ -195,6 +216,7 @@ func NewMetrics(reg prometheus.Registerer, auth *authn.Authenticator, limits *Li
 			Help: "Limiter calls to Redis that failed or passed their deadline.",
 		}, stats(func(s ratelimit.Stats) float64 { return float64(s.RedisErrors) })),
 	)
+	reg.MustRegister(m.overheads, m.unavailables)
 	reg.MustRegister(m.requests, m.duration,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "edge_token_cache_hits_total",
@@ -254,7 +276,7 @@ func (m *Metrics) streaming(procs classify.Procedures) {
 	}
 }
 
-func (m *Metrics) observe(c classify.Call, code string, d time.Duration) {
+func (m *Metrics) observe(c classify.Call, code, outcome string, d time.Duration) {
 	if m == nil {
 		return
 	}
@@ -265,7 +287,36 @@ func (m *Metrics) observe(c classify.Call, code string, d time.Duration) {
 		service, method, protocol := labels(c)
 		m.requests.WithLabelValues(service, method, protocol, code).Inc()
 	}
-	s.duration.get().Observe(d.Seconds())
+	s.duration[outcomeIndex(outcome)].get().Observe(d.Seconds())
+}
+
+// outcomes are the values of the outcome label, by index.
+var outcomes = [...]string{outcomeForwarded, outcomeRefused, outcomeReplayed, outcomeError}
+
+func outcomeIndex(o string) int {
+	for i, name := range outcomes {
+		if name == o {
+			return i
+		}
+	}
+	return len(outcomes) - 1
+}
+
+// overheadBuckets resolve the edge's own share, from 50µs to 1s.
+var overheadBuckets = []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1}
+
+// overhead records the edge's own time in one forwarded call.
+func (m *Metrics) overhead(c classify.Call, d time.Duration) {
+	if m != nil {
+		m.seriesOf(c).overhead.get().Observe(max(d, 0).Seconds())
+	}
+}
+
+// unavailable counts one unavailable answer by the dependency at fault.
+func (m *Metrics) unavailable(reason string) {
+	if m != nil {
+		m.unavailables.WithLabelValues(reason).Inc()
+	}
 }
 
 // seriesOf returns the call's children.

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -18,7 +19,59 @@ type recorder struct {
 	http.ResponseWriter
 	status int
 	code   string // set when the edge itself refused the call
+	// replayCode is the code a replayed answer was stored with (see
+	// SetReplayedCode); the HTTP status alone cannot tell e.g.
+	// failed_precondition from invalid_argument.
+	replayCode string
+	// answered: the backend answered (the call was forwarded); upstream is
+	// the time the backend took, in nanoseconds; cut: its answer was cut
+	// short because the client left. Set from the proxy's transport.
+	answered atomic.Bool
+	cut      atomic.Bool
+	upstream atomic.Int64
+	// reason says which dependency an unavailable answer is about.
+	reason string
 }
+
+// SetReplayedCode is how the idempotency step tells the code of the answer
+// it replays.
+func (r *recorder) SetReplayedCode(code string) { r.replayCode = code }
+
+// Outcomes of edge_request_duration_seconds: what became of a call.
+const (
+	outcomeForwarded = "forwarded" // the backend answered (any code)
+	outcomeRefused   = "refused"   // the edge refused it: the caller's token, role, limits, request
+	outcomeReplayed  = "replayed"  // an idempotent replay, without the backend
+	outcomeError     = "error"     // no answer from the backend, or a dependency of the edge failed, or the client left
+)
+
+// Reasons of edge_unavailable_total.
+const (
+	unavailableLimits      = "limits"
+	unavailableIdempotency = "idempotency"
+	unavailableIssuer      = "issuer"
+	unavailableUpstream    = "upstream"
+)
+
+// outcome classifies the call for the duration histogram; code is its
+// result code.
+func (r *recorder) outcome(code string) string {
+	switch {
+	case code == "canceled":
+		return outcomeError
+	case r.replayCode != "":
+		return outcomeReplayed
+	case r.answered.Load():
+		return outcomeForwarded
+	case r.code == "" || noAnswer[code]:
+		return outcomeError
+	}
+	return outcomeRefused
+}
+
+// noAnswer are the codes of the edge's own answers that mean it could not
+// serve the call, rather than refused it.
+var noAnswer = map[string]bool{"unavailable": true, "deadline_exceeded": true, "internal": true, "unknown": true, "data_loss": true}
 
 func (r *recorder) WriteHeader(status int) {
 	if r.status == 0 {
@@ -51,6 +104,9 @@ func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 func (r *recorder) resultCode(c classify.Call) string {
 	if r.code != "" {
 		return r.code
+	}
+	if r.replayCode != "" {
+		return r.replayCode
 	}
 	if c.Protocol == classify.GRPC || c.Protocol == classify.GRPCWeb {
 		h := r.Header()
@@ -130,6 +186,7 @@ func (s *Server) logCall(r *http.Request, c classify.Call, p *identity.Principal
 		slog.String("procedure", c.Procedure),
 		slog.String("protocol", string(c.Protocol)),
 		slog.String("code", code),
+		slog.String("outcome", rec.outcome(code)),
 		slog.Int("http_status", rec.status),
 		slog.Float64("duration_ms", float64(d.Microseconds())/1000),
 		slog.String("request_id", r.Header.Get("X-Request-Id")),

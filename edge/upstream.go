@@ -37,7 +37,9 @@ func (t *upstreamTransport) RoundTrip(req *http.Request) (*http.Response, error)
 	}
 	res, err := t.next.RoundTrip(req)
 	if err != nil {
-		t.metrics.forwarded(call, time.Since(start))
+		d := time.Since(start)
+		inflightOf(req).rec.upstream.Add(int64(d))
+		t.metrics.forwarded(call, d)
 		if span.IsRecording() {
 			span.SetStatus(codes.Error, "backend unreachable")
 			span.RecordError(err)
@@ -45,6 +47,7 @@ func (t *upstreamTransport) RoundTrip(req *http.Request) (*http.Response, error)
 		span.End()
 		return nil, err
 	}
+	inflightOf(req).rec.answered.Store(true)
 	res.Body = &upstreamBody{ReadCloser: res.Body, t: t, res: res, span: span, start: start}
 	return res, nil
 }
@@ -78,7 +81,12 @@ func (b *upstreamBody) end(whole bool) {
 	if !b.ended.CompareAndSwap(false, true) {
 		return
 	}
-	b.t.metrics.forwarded(inflightOf(b.res.Request).call, time.Since(b.start))
+	f, d := inflightOf(b.res.Request), time.Since(b.start)
+	f.rec.upstream.Add(int64(d))
+	if !whole && b.res.Request.Context().Err() != nil {
+		f.rec.cut.Store(true)
+	}
+	b.t.metrics.forwarded(f.call, d)
 	if span := b.span; span.IsRecording() {
 		span.SetAttributes(attrHTTPStatus.Int(b.res.StatusCode))
 		// gRPC's status is in the trailers, which are read by now, or in

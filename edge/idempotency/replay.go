@@ -41,7 +41,14 @@ func stored(h http.Header) http.Header {
 // (none for an empty body), then the trailers, declared ones under their
 // names and others with http.TrailerPrefix. So net/http frames it as it
 // framed the first: with the same Content-Length, or chunked.
+//
+// When w has a SetReplayedCode(string) method, replay tells it the code the
+// answer was stored with, for metrics and logs: the HTTP status alone does
+// not tell every code apart.
 func replay(w http.ResponseWriter, res *response) {
+	if cw, ok := w.(interface{ SetReplayedCode(string) }); ok && res.code != "" {
+		cw.SetReplayedCode(res.code)
+	}
 	h := w.Header()
 	for k, vv := range res.header {
 		h[k] = append(h[k], vv...)

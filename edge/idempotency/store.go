@@ -53,8 +53,8 @@ end
 if e[1] == 'too_large' then
   return {'too_large', redis.call('HGET', key, 'code') or 'unknown'}
 end
-local r = redis.call('HMGET', key, 'status', 'header', 'trailer', 'body')
-return {'done', r[1] or '', r[2] or '', r[3] or '', r[4] or ''}
+local r = redis.call('HMGET', key, 'status', 'header', 'trailer', 'body', 'code')
+return {'done', r[1] or '', r[2] or '', r[3] or '', r[4] or '', r[5] or ''}
 `)
 
 // renewScript extends the lease, if it is still ours. KEYS[1] the entry;
@@ -120,6 +120,7 @@ type response struct {
 	header  http.Header
 	trailer http.Header
 	body    []byte
+	code    string // the first answer's code name ("ok", "already_exists", …)
 }
 
 // errReply means Redis answered something the scripts never return.
@@ -151,11 +152,12 @@ func (s *store) reserve(ctx context.Context, key, token, fp, ct string, lease ti
 			return verdict{kind: tooLarge, code: vals[1]}, nil
 		}
 	case "done":
-		if len(vals) == 5 {
+		if len(vals) == 6 {
 			resp, err := decodeResponse(vals[1], vals[2], vals[3], vals[4])
 			if err != nil {
 				return verdict{}, err
 			}
+			resp.code = vals[5]
 			return verdict{kind: done, resp: resp}, nil
 		}
 	}

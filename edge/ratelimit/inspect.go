@@ -102,4 +102,3 @@ func (l *Limiter) Reset(ctx context.Context, subject string, names []string) err
 	}
 	return nil
 }
-
