@@ -1,0 +1,166 @@
+package edge_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/orgedge/edge/internal/testkit"
+	"github.com/orgedge/edge/orgsvc"
+)
+
+// postJSON posts body to procedure with header and returns the status and
+// the decoded answer.
+func postJSON(t *testing.T, base, token, procedure, body string, header map[string]string) (int, map[string]any) {
+	t.Helper()
+	r, _ := http.NewRequest("POST", base+procedure, strings.NewReader(body))
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set("Authorization", "Bearer "+token)
+	for k, v := range header {
+		r.Header.Set(k, v)
+	}
+	res, err := testkit.HTTP1Client.Do(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var m map[string]any
+	b, _ := io.ReadAll(res.Body)
+	_ = json.Unmarshal(b, &m)
+	return res.StatusCode, m
+}
+
+func TestDurationByOutcomeAndEdgeOverheadOnForwardedCallsOnly(t *testing.T) {
+	s, token := startStack(t, orgsvc.Config{}, nil)
+	tok := token("free-outcome-fay")
+	if code, body := postJSON(t, s.edge.URL, tok, listOrgs, "{}", nil); code != http.StatusOK {
+		t.Fatalf("forwarded call: %d %v", code, body)
+	}
+	if code, _ := postJSON(t, s.edge.URL, "not-a-token", listOrgs, "{}", nil); code != http.StatusUnauthorized {
+		t.Fatalf("refused call: %d", code)
+	}
+	m := testkit.Scrape(t, s.edge.AdminURL+"/metrics")
+	for outcome, want := range map[string]float64{"forwarded": 1, "refused": 1, "replayed": 0, "error": 0} {
+		if got := m.Sum("edge_request_duration_seconds_count", "method", "ListOrganizations", "outcome", outcome); got != want {
+			t.Errorf("edge_request_duration_seconds_count{outcome=%q} = %v, want %v", outcome, got, want)
+		}
+	}
+	if got := m.Sum("edge_overhead_seconds_count", "method", "ListOrganizations"); got != 1 {
+		t.Errorf("edge_overhead_seconds_count = %v, want 1: the forwarded call only", got)
+	}
+	overhead := m.Sum("edge_overhead_seconds_sum", "method", "ListOrganizations")
+	total := m.Sum("edge_request_duration_seconds_sum", "method", "ListOrganizations", "outcome", "forwarded")
+	upstream := m.Sum("edge_upstream_duration_seconds_sum", "method", "ListOrganizations")
+	if overhead <= 0 || overhead >= total || upstream <= 0 || overhead+upstream > total*1.001 {
+		t.Errorf("overhead %v + upstream %v should make up the call's %v", overhead, upstream, total)
+	}
+}
+
+func TestReplayedErrorIsCountedWithItsOwnCode(t *testing.T) {
+	s, token := startStack(t, orgsvc.Config{}, nil)
+	tok := token("free-replay-gus")
+	code, org := postJSON(t, s.edge.URL, tok, "/svc.v1.OrganizationService/CreateOrganization",
+		`{"name":"replay-gus","billing_email":"gus@example.com"}`, nil)
+	if code != http.StatusOK {
+		t.Fatalf("create: %d %v", code, org)
+	}
+	id, _ := org["id"].(string)
+	code, list := postJSON(t, s.edge.URL, tok, "/svc.v1.OrganizationService/ListMembers", `{"organization_id":"`+id+`"}`, nil)
+	members, _ := list["members"].([]any)
+	if code != http.StatusOK || len(members) != 1 {
+		t.Fatalf("members: %d %v", code, list)
+	}
+	userID, _ := members[0].(map[string]any)["userId"].(string)
+	// Removing the last admin is failed_precondition, which Connect sends
+	// as HTTP 400, like invalid_argument: the status cannot tell them apart.
+	key := map[string]string{"Idempotency-Key": "remove-last-admin"}
+	for i := range 2 {
+		code, body := postJSON(t, s.edge.URL, tok, "/svc.v1.OrganizationService/RemoveMember",
+			`{"organization_id":"`+id+`","user_id":"`+userID+`"}`, key)
+		if code != http.StatusBadRequest || body["code"] != "failed_precondition" {
+			t.Fatalf("call %d: %d %v, want 400 failed_precondition", i+1, code, body)
+		}
+	}
+	m := testkit.Scrape(t, s.edge.AdminURL+"/metrics")
+	if got := m.Sum("edge_requests_total", "method", "RemoveMember", "code", "failed_precondition"); got != 2 {
+		t.Errorf("RemoveMember failed_precondition = %v, want 2 (the first and its replay); invalid_argument = %v",
+			got, m.Sum("edge_requests_total", "method", "RemoveMember", "code", "invalid_argument"))
+	}
+	if got := m.Sum("edge_request_duration_seconds_count", "method", "RemoveMember", "outcome", "replayed"); got != 1 {
+		t.Errorf("replayed RemoveMember = %v, want 1", got)
+	}
+}
+
+func TestAbandonedCallIsCanceledAndUnavailableNamesTheDependency(t *testing.T) {
+	iss := testkit.StartIssuer(t)
+	arrived := make(chan struct{}, 1)
+	slow := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != listOrgs {
+			http.NotFound(w, r)
+			return
+		}
+		select {
+		case arrived <- struct{}{}:
+		default:
+		}
+		<-r.Context().Done() // never answers
+	}))
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true) // the edge speaks h2c to its backend
+	slow.Config.Protocols = &protocols
+	slow.Start()
+	t.Cleanup(slow.Close)
+	log := &logBuffer{}
+	e := testkit.StartEdgeWith(t, testkit.EdgeConfig(t, slow.URL, iss.URL()), testkit.EdgeOptions{Logger: slog.New(slog.NewJSONHandler(log, nil))})
+	tok := testkit.Token(t, iss.URL(), "free-leaver-hal")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-arrived; cancel() }() // the client gives up once the backend has the call
+	r, _ := http.NewRequestWithContext(ctx, "POST", e.URL+listOrgs, strings.NewReader("{}"))
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set("Authorization", "Bearer "+tok)
+	if res, err := testkit.HTTP1Client.Do(r); !errors.Is(err, context.Canceled) {
+		var b []byte
+		if res != nil {
+			b, _ = io.ReadAll(res.Body)
+			t.Logf("%d %v %s", res.StatusCode, res.Header, b)
+		}
+		t.Fatalf("client: %v, want canceled", err)
+	}
+	waitFor(t, "the abandoned call counted", func() bool {
+		return testkit.Scrape(t, e.AdminURL+"/metrics").Sum("edge_requests_total", "method", "ListOrganizations") == 1
+	})
+	m := testkit.Scrape(t, e.AdminURL+"/metrics")
+	if got := m.Sum("edge_requests_total", "method", "ListOrganizations", "code", "canceled"); got != 1 {
+		t.Errorf("canceled = %v, want 1 (ok: %v)", got, m.Sum("edge_requests_total", "code", "ok"))
+	}
+	if !strings.Contains(log.String(), `"code":"canceled"`) {
+		t.Errorf("the access log does not say canceled:\n%s", log.String())
+	}
+
+	// A backend that is gone: unavailable, reason upstream.
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	gone := "http://" + ln.Addr().String()
+	_ = ln.Close()
+	e2 := testkit.StartEdge(t, testkit.EdgeConfig(t, gone, iss.URL()))
+	if code, _ := postJSON(t, e2.URL, tok, listOrgs, "{}", nil); code != http.StatusServiceUnavailable {
+		t.Fatalf("status %d, want 503", code)
+	}
+	m = testkit.Scrape(t, e2.AdminURL+"/metrics")
+	for reason, want := range map[string]float64{"upstream": 1, "limits": 0, "idempotency": 0, "issuer": 0} {
+		if got := m.Sum("edge_unavailable_total", "reason", reason); got != want {
+			t.Errorf("edge_unavailable_total{reason=%q} = %v, want %v", reason, got, want)
+		}
+	}
+	if got := m.Sum("edge_request_duration_seconds_count", "outcome", "error"); got != 1 {
+		t.Errorf("outcome error = %v, want 1", got)
+	}
+}
