@@ -171,6 +171,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if outcome == outcomeForwarded {
 		s.metrics.overhead(call, d-time.Duration(rec.upstream.Load()))
 	}
+	if code == "deadline_exceeded" {
+		origin := deadlineByEdge
+		if rec.clientDeadline {
+			origin = deadlineByClient
+		}
+		s.metrics.deadlineExceeded(origin)
+	}
 	if code == "unavailable" {
 		reason := rec.reason
 		if reason == "" {
@@ -243,7 +250,9 @@ func (s *Server) serve(w *recorder, r *http.Request, call classify.Call, problem
 	// The call's deadline runs from its arrival: the time spent in the edge
 	// (authentication, limits, idempotency) is deducted from what the
 	// backend gets (see proxy.WithDeadline).
-	deadline := start.Add(proxy.Deadline(r, call, max))
+	budget := proxy.Deadline(r, call, max)
+	w.clientDeadline = budget < max
+	deadline := start.Add(budget)
 	f := &inflight{call: call, rec: w, admitted: admitted}
 	if call.Streaming && !p.Expiry.IsZero() {
 		f.expires = p.Expiry.Add(s.cfg.OIDC.ClockSkew)

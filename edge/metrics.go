@@ -21,6 +21,7 @@ type Metrics struct {
 	duration     *prometheus.HistogramVec
 	overheads    *prometheus.HistogramVec
 	unavailables *prometheus.CounterVec
+	deadlines    *prometheus.CounterVec
 	decisions    *prometheus.CounterVec
 	idem         *prometheus.CounterVec
 	upstream     *prometheus.HistogramVec
@@ -134,6 +135,12 @@ func NewMetrics(reg prometheus.Registerer, auth *authn.Authenticator, limits *Li
 	for _, r := range []string{unavailableLimits, unavailableIdempotency, unavailableIssuer, unavailableUpstream} {
 		m.unavailables.WithLabelValues(r)
 	}
+	m.deadlines = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "edge_deadline_exceeded_total",
+		Help: "Calls that ended deadline_exceeded, by whose deadline passed: client (a deadline the client chose, shorter than the edge's cap: not a server error) or edge (the edge's cap).",
+	}, []string{"origin"})
+	m.deadlines.WithLabelValues(deadlineByClient)
+	m.deadlines.WithLabelValues(deadlineByEdge)
 	m.decisions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "edge_limit_decisions_total",
 		Help: "Limit decisions by plan, the limit that decided (plan, daily, op:<Method>, streams, quota kinds) and outcome (allowed, refused, shadow_refused: a shadow limit would have refused, the call was admitted).",
@@ -216,7 +223,7 @@ func NewMetrics(reg prometheus.Registerer, auth *authn.Authenticator, limits *Li
 			Help: "Limiter calls to Redis that failed or passed their deadline.",
 		}, stats(func(s ratelimit.Stats) float64 { return float64(s.RedisErrors) })),
 	)
-	reg.MustRegister(m.overheads, m.unavailables)
+	reg.MustRegister(m.overheads, m.unavailables, m.deadlines)
 	reg.MustRegister(m.requests, m.duration,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "edge_token_cache_hits_total",
@@ -309,6 +316,13 @@ var overheadBuckets = []float64{.00005, .0001, .00025, .0005, .001, .0025, .005,
 func (m *Metrics) overhead(c classify.Call, d time.Duration) {
 	if m != nil {
 		m.seriesOf(c).overhead.get().Observe(max(d, 0).Seconds())
+	}
+}
+
+// deadlineExceeded counts one deadline_exceeded call by whose deadline it was.
+func (m *Metrics) deadlineExceeded(origin string) {
+	if m != nil {
+		m.deadlines.WithLabelValues(origin).Inc()
 	}
 }
 

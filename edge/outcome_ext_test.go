@@ -146,6 +146,16 @@ func TestAbandonedCallIsCanceledAndUnavailableNamesTheDependency(t *testing.T) {
 		t.Errorf("the access log does not say canceled:\n%s", log.String())
 	}
 
+	// The client's own short deadline passes: deadline_exceeded, but the
+	// client's choice, not the service failing.
+	if code, body := postJSON(t, e.URL, tok, listOrgs, "{}", map[string]string{"Connect-Timeout-Ms": "300"}); body["code"] != "deadline_exceeded" {
+		t.Fatalf("short deadline: %d %v", code, body)
+	}
+	m = testkit.Scrape(t, e.AdminURL+"/metrics")
+	if got := m.Sum("edge_deadline_exceeded_total", "origin", "client"); got != 1 {
+		t.Errorf("edge_deadline_exceeded_total{origin=client} = %v, want 1 (edge: %v)", got, m.Sum("edge_deadline_exceeded_total", "origin", "edge"))
+	}
+
 	// A backend that is gone: unavailable, reason upstream.
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")
 	gone := "http://" + ln.Addr().String()

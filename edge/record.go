@@ -31,7 +31,16 @@ type recorder struct {
 	upstream atomic.Int64
 	// reason says which dependency an unavailable answer is about.
 	reason string
+	// clientDeadline: the client chose a deadline shorter than the edge's
+	// cap (requests.max_*_timeout), so deadline_exceeded is its choice.
+	clientDeadline bool
 }
+
+// Origins of edge_deadline_exceeded_total.
+const (
+	deadlineByClient = "client" // the client's own, shorter deadline passed
+	deadlineByEdge   = "edge"   // the edge's cap passed: the service was too slow
+)
 
 // SetReplayedCode is how the idempotency step tells the code of the answer
 // it replays.
