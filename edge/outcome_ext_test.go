@@ -46,7 +46,10 @@ func TestDurationByOutcomeAndEdgeOverheadOnForwardedCallsOnly(t *testing.T) {
 	if code, _ := postJSON(t, s.edge.URL, "not-a-token", listOrgs, "{}", nil); code != http.StatusUnauthorized {
 		t.Fatalf("refused call: %d", code)
 	}
-	m := testkit.Scrape(t, s.edge.AdminURL+"/metrics")
+	// The client has its answer a moment before the edge records the call.
+	m := eventually(t, s.edge.AdminURL+"/metrics", "both calls recorded", func(m testkit.Samples) bool {
+		return m.Sum("edge_request_duration_seconds_count", "method", "ListOrganizations") == 2
+	})
 	for outcome, want := range map[string]float64{"forwarded": 1, "refused": 1, "replayed": 0, "error": 0} {
 		if got := m.Sum("edge_request_duration_seconds_count", "method", "ListOrganizations", "outcome", outcome); got != want {
 			t.Errorf("edge_request_duration_seconds_count{outcome=%q} = %v, want %v", outcome, got, want)
@@ -88,7 +91,9 @@ func TestReplayedErrorIsCountedWithItsOwnCode(t *testing.T) {
 			t.Fatalf("call %d: %d %v, want 400 failed_precondition", i+1, code, body)
 		}
 	}
-	m := testkit.Scrape(t, s.edge.AdminURL+"/metrics")
+	m := eventually(t, s.edge.AdminURL+"/metrics", "both calls recorded", func(m testkit.Samples) bool {
+		return m.Sum("edge_requests_total", "method", "RemoveMember") == 2
+	})
 	if got := m.Sum("edge_requests_total", "method", "RemoveMember", "code", "failed_precondition"); got != 2 {
 		t.Errorf("RemoveMember failed_precondition = %v, want 2 (the first and its replay); invalid_argument = %v",
 			got, m.Sum("edge_requests_total", "method", "RemoveMember", "code", "invalid_argument"))
@@ -151,7 +156,9 @@ func TestAbandonedCallIsCanceledAndUnavailableNamesTheDependency(t *testing.T) {
 	if code, body := postJSON(t, e.URL, tok, listOrgs, "{}", map[string]string{"Connect-Timeout-Ms": "300"}); body["code"] != "deadline_exceeded" {
 		t.Fatalf("short deadline: %d %v", code, body)
 	}
-	m = testkit.Scrape(t, e.AdminURL+"/metrics")
+	m = eventually(t, e.AdminURL+"/metrics", "the short deadline recorded", func(m testkit.Samples) bool {
+		return m.Sum("edge_requests_total", "method", "ListOrganizations") == 2
+	})
 	if got := m.Sum("edge_deadline_exceeded_total", "origin", "client"); got != 1 {
 		t.Errorf("edge_deadline_exceeded_total{origin=client} = %v, want 1 (edge: %v)", got, m.Sum("edge_deadline_exceeded_total", "origin", "edge"))
 	}
@@ -164,7 +171,9 @@ func TestAbandonedCallIsCanceledAndUnavailableNamesTheDependency(t *testing.T) {
 	if code, _ := postJSON(t, e2.URL, tok, listOrgs, "{}", nil); code != http.StatusServiceUnavailable {
 		t.Fatalf("status %d, want 503", code)
 	}
-	m = testkit.Scrape(t, e2.AdminURL+"/metrics")
+	m = eventually(t, e2.AdminURL+"/metrics", "the call recorded", func(m testkit.Samples) bool {
+		return m.Sum("edge_requests_total", "method", "ListOrganizations") == 1
+	})
 	for reason, want := range map[string]float64{"upstream": 1, "limits": 0, "idempotency": 0, "issuer": 0} {
 		if got := m.Sum("edge_unavailable_total", "reason", reason); got != want {
 			t.Errorf("edge_unavailable_total{reason=%q} = %v, want %v", reason, got, want)

@@ -23,7 +23,9 @@ func TestShadowPlanAdmitsWhatItWouldRefuseWithTheHeadersMetricsAndLogOfARefusal(
 			t.Errorf("call %d: X-RateLimit-Remaining %q, want 0 as if the plan were enforced", i+1, h.Get("X-RateLimit-Remaining"))
 		}
 	}
-	m := testkit.Scrape(t, s.edge.AdminURL+"/metrics")
+	m := eventually(t, s.edge.AdminURL+"/metrics", "every call recorded", func(m testkit.Samples) bool {
+		return m.Sum("edge_requests_total", "method", "ListOrganizations") == 5
+	})
 	if got := m.Sum("edge_limit_decisions_total", "plan", "free", "limit", "plan", "outcome", "shadow_refused"); got != 3 {
 		t.Errorf("shadow_refused by the plan rate = %v, want 3 (calls 3 to 5)", got)
 	}
@@ -60,7 +62,9 @@ func TestShadowOperationLimitStillLetsTheEnforcedPlanCountEveryCall(t *testing.T
 	if code != http.StatusTooManyRequests || h.Get("Retry-After") == "" {
 		t.Fatalf("call 4: status %d (Retry-After %q), want 429 from the enforced plan", code, h.Get("Retry-After"))
 	}
-	m := testkit.Scrape(t, s.edge.AdminURL+"/metrics")
+	m := eventually(t, s.edge.AdminURL+"/metrics", "every call recorded", func(m testkit.Samples) bool {
+		return m.Sum("edge_requests_total", "method", "ListOrganizations") == 4
+	})
 	if got := m.Sum("edge_limit_decisions_total", "limit", "op:ListOrganizations", "outcome", "shadow_refused"); got != 2 {
 		t.Errorf("shadow_refused by op:ListOrganizations = %v, want 2", got)
 	}
