@@ -47,7 +47,8 @@ func BenchmarkMetrics(b *testing.B) {
 	m := NewMetrics(prometheus.NewRegistry(), nil, &Limits{}, "bench")
 	b.ReportAllocs()
 	for b.Loop() {
-		m.observe(benchCall, "ok", time.Millisecond)
+		m.observe(benchCall, "ok", outcomeForwarded, time.Millisecond)
+		m.overhead(benchCall, 100*time.Microsecond)
 		m.forwarded(benchCall, time.Millisecond)
 		m.decided("enterprise", "rate", true)
 	}
