@@ -145,8 +145,12 @@ func NewApp(cfg *config.Config, log *slog.Logger, version string, opts ...AppOpt
 		FailOpen: cfg.Idempotency.OnRedisFailure == config.FailOpen, Logger: log, KeyPrefix: cfg.Redis.KeyPrefix,
 	})
 	metrics := NewMetrics(reg, auth, limits, version)
+	settle := o.settle
 	if a.reconciler != nil {
 		a.reconciler.metrics = metrics
+		if settle == nil {
+			settle = a.reconciler.Settle
+		}
 	}
 	handler, err := New(Options{
 		Config: cfg, Auth: auth, Procedures: procs, Logger: log, Limits: limits, Idempotency: idem,
@@ -189,7 +193,7 @@ func NewApp(cfg *config.Config, log *slog.Logger, version string, opts ...AppOpt
 	}
 	a.admin = &http.Server{
 		Addr:              cfg.Admin.Addr,
-		Handler:           adminMux(AdminHandler(reg, checks...), newOperator(limits, auth, log, cfg.Admin.Addr, o.settle)),
+		Handler:           adminMux(AdminHandler(reg, checks...), newOperator(limits, auth, log, cfg.Admin.Addr, settle)),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      30 * time.Second,

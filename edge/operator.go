@@ -21,9 +21,8 @@ import (
 // list of its environments, and returns what it changed (any value that
 // encodes as JSON).
 //
-// HOOK(quota): the "quota" work reconciles the edge's environment
-// accounting with the backend in edge/quota; once it lands, App wires its
-// function here (see NewApp). Until then settle-quota answers 501.
+// With upstream.admin_url set, NewApp wires Reconciler.Settle here (unless
+// WithQuotaSettler gives another); without it settle-quota answers 501.
 type SettleFunc func(ctx context.Context, subject string) (any, error)
 
 // operator is the admin API for one customer: inspect a subject's limits

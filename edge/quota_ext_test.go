@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -451,5 +452,35 @@ func TestAStreamRefusedByTheStreamCapConsumesNoRate(t *testing.T) {
 				t.Fatalf("%d requests today after five refused streams, want %d (the GetUsage alone)", got, before+1)
 			}
 		})
+	}
+}
+
+func TestSettleQuotaReleasesAnEnvironmentDeletedAroundTheEdgeAtOnce(t *testing.T) {
+	iss := testkit.StartIssuer(t)
+	be := testkit.StartBackend(t, testkit.SQLite, iss.URL(), orgsvc.Config{})
+	cfg := testkit.EdgeConfig(t, be.URL, iss.URL())
+	cfg.Upstream.AdminURL = be.AdminURL
+	cfg.Limits.ReconcileInterval = time.Hour // only the operator's action can heal it in time
+	e := testkit.StartEdge(t, cfg)
+	tok := testkit.Token(t, iss.URL(), "free-settle")
+	c := testkit.NewClients(e.URL, testkit.GRPC, tok)
+	ctx := ctxT(t)
+	_, prj := project(t, c, "settle")
+	a, err := createEnv(ctx, c, prj, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := testkit.NewClients(be.URL, testkit.ConnectProto, tok).Env.DeleteEnvironment(ctx, req(&svcv1.DeleteEnvironmentRequest{EnvironmentId: a})); err != nil {
+		t.Fatal(err)
+	}
+	if n := running(t, c); n != 1 {
+		t.Fatalf("before settling the edge counts %d, want the stale 1", n)
+	}
+	code, body := adminCall(t, "POST", e.AdminURL, "/admin/v1/subjects/"+url.PathEscape(subjectOf(t, tok))+"/settle-quota", "")
+	if code != http.StatusOK || !strings.Contains(string(body), `"released": 1`) {
+		t.Fatalf("settle-quota: %d %s, want 1 released", code, body)
+	}
+	if n := running(t, c); n != 0 {
+		t.Fatalf("after settling the edge counts %d running environments, want 0", n)
 	}
 }

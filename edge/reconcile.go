@@ -84,6 +84,16 @@ func (r *Reconciler) Pass(ctx context.Context) (quota.Reconciled, error) {
 	return res, err
 }
 
+// Settle reconciles one subject at once: the admin API's settle-quota.
+func (r *Reconciler) Settle(ctx context.Context, subject string) (any, error) {
+	res, err := r.Envs.ReconcileSubject(ctx, subject, r.existing, r.Grace)
+	if err != nil {
+		return nil, err
+	}
+	r.metrics.reconciled("ok", res.Ended)
+	return map[string]int{"checked": res.Checked, "released": res.Ended}, nil
+}
+
 func (r *Reconciler) pass(ctx context.Context, lease time.Duration) {
 	ctx, cancel := context.WithTimeout(ctx, max(r.Interval, time.Minute))
 	defer cancel()

@@ -221,3 +221,26 @@ func (e *Environments) renew(ctx context.Context, alive []record) error {
 	}
 	return nil
 }
+
+// ReconcileSubject is Reconcile for one subject, at once and whatever the
+// other replicas do: for an operator settling one customer's quota.
+func (e *Environments) ReconcileSubject(ctx context.Context, subject string, exists Existing, grace time.Duration) (Reconciled, error) {
+	tag := tagOf(e.opts.tag(subject))
+	score := -1.0 // not in the index: never dropped from it here
+	err := e.opts.call(ctx, func(ctx context.Context) error {
+		s, err := e.rdb.ZScore(ctx, e.opts.indexKey(), tag).Result()
+		if err == nil {
+			score = s
+		}
+		if errors.Is(err, redis.Nil) {
+			return nil
+		}
+		return err
+	})
+	var r Reconciled
+	if err != nil {
+		return r, redisError(ctx, "reconcile", err)
+	}
+	err = e.reconcileSubjects(ctx, map[string]float64{tag: score}, exists, grace, &r)
+	return r, err
+}
