@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -44,6 +45,9 @@ type PoolOptions struct {
 	}
 	Logger *slog.Logger
 }
+
+// maxMemoryBody bounds the request bodies read before they are sent.
+const maxMemoryBody = 64 << 10
 
 // failuresToEject consecutive failed calls (other than a refused
 // connection, which ejects at once) eject a backend.
@@ -198,13 +202,32 @@ func (p *Pool) RoundTrip(req *http.Request) (*http.Response, error) {
 	*out = *req
 	u := *req.URL
 	out.URL = &u
-	var body *retryableBody
-	if req.Body != nil && req.Body != http.NoBody {
+	var (
+		body *retryableBody
+		mem  []byte
+	)
+	switch {
+	case req.Body == nil || req.Body == http.NoBody:
+	case !h2 && req.ContentLength > 0 && req.ContentLength <= maxMemoryBody:
+		// A small unary request is read first, so that the transport
+		// writes it with its headers in one system call (it flushes the
+		// headers apart from a body it cannot tell is in memory), the
+		// backend reads it in one, and a call on a connection the backend
+		// just closed can be sent again (GetBody).
+		mem = make([]byte, req.ContentLength)
+		if _, err := io.ReadFull(req.Body, mem); err != nil {
+			return nil, err
+		}
+		out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(mem)), nil }
+	default:
 		body = &retryableBody{ReadCloser: req.Body}
 		out.Body = body
 	}
 	var tried []*endpoint
 	for {
+		if mem != nil {
+			out.Body = io.NopCloser(bytes.NewReader(mem))
+		}
 		e := p.pick(now.UnixNano(), tried)
 		out.URL.Host = e.addr
 		e.inflight.Add(1)
