@@ -112,7 +112,7 @@ func NewApp(cfg *config.Config, log *slog.Logger, version string, opts ...AppOpt
 	if a.redis, err = newRedisClient(cfg.Redis); err != nil {
 		return nil, err
 	}
-	a.redis.AddHook(newRedisHook(reg))
+	a.redis.AddHook(newRedisHook(reg, cfg.Redis.KeyPrefix))
 	a.reloads = newReloadMetrics(reg)
 	policy, err := ratelimit.ParsePolicy(cfg.Limits.OnRedisFailure)
 	if err != nil {

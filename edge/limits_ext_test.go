@@ -535,7 +535,7 @@ func TestRedisOutageFailOpenKeepsALocalShareFailClosedRefusesAndExactLimitsResum
 		b, _ := io.ReadAll(res.Body)
 		return string(b)
 	}
-	if m := metrics(); !strings.Contains(m, "edge_fail_open_active 1") || !strings.Contains(m, "edge_redis_breaker_state 1") {
+	if m := metrics(); !strings.Contains(m, "edge_fail_open_active 1") || !strings.Contains(m, `edge_redis_breaker_state{state="open"} 1`) {
 		t.Fatalf("metrics do not show the outage:\n%s", grepLines(m, "edge_fail_open_active", "edge_redis_breaker_state"))
 	}
 	callsBefore := metricValue(t, metrics(), "edge_redis_calls_total")

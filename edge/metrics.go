@@ -11,7 +11,6 @@ import (
 	"github.com/orgedge/edge/edge/authn"
 	"github.com/orgedge/edge/edge/classify"
 	"github.com/orgedge/edge/edge/idempotency"
-	"github.com/orgedge/edge/edge/ratelimit"
 )
 
 // Metrics are the edge's Prometheus metrics. Labels are bounded: services
@@ -145,9 +144,6 @@ func NewMetrics(reg prometheus.Registerer, auth *authn.Authenticator, limits *Li
 		Name: "edge_limit_decisions_total",
 		Help: "Limit decisions by plan, the limit that decided (plan, daily, op:<Method>, streams, quota kinds) and outcome (allowed, refused, shadow_refused: a shadow limit would have refused, the call was admitted).",
 	}, []string{"plan", "limit", "outcome"})
-	stats := func(f func(s ratelimit.Stats) float64) func() float64 {
-		return func() float64 { return f(limits.Rates.Stats()) }
-	}
 	m.idem = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "edge_idempotency_total",
 		Help: "Calls with Idempotency-Key by outcome: first, replayed, in_use, reused, not_stored, too_large, invalid, unavailable.",
@@ -200,29 +196,8 @@ func NewMetrics(reg prometheus.Registerer, auth *authn.Authenticator, limits *Li
 	}
 	reg.MustRegister(m.upstream, m.reservations, m.openStreams, m.leases, m.inflight)
 	m.quota = newQuotaMetrics(reg)
-	reg.MustRegister(m.decisions, m.idem,
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "edge_redis_breaker_state",
-			Help: "The limiter's circuit breaker in front of Redis: 0 closed, 1 open, 2 half-open.",
-		}, stats(func(s ratelimit.Stats) float64 { return float64(s.Breaker) })),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "edge_fail_open_active",
-			Help: "1 while Redis is unreachable and this replica enforces its local share of every limit (fail_open).",
-		}, stats(func(s ratelimit.Stats) float64 {
-			if s.FailOpen {
-				return 1
-			}
-			return 0
-		})),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "edge_redis_calls_total",
-			Help: "Calls the limiter made to Redis.",
-		}, stats(func(s ratelimit.Stats) float64 { return float64(s.RedisCalls) })),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "edge_redis_errors_total",
-			Help: "Limiter calls to Redis that failed or passed their deadline.",
-		}, stats(func(s ratelimit.Stats) float64 { return float64(s.RedisErrors) })),
-	)
+	reg.MustRegister(m.decisions, m.idem)
+	registerBreakerMetrics(reg, limits)
 	reg.MustRegister(m.overheads, m.unavailables, m.deadlines)
 	reg.MustRegister(m.requests, m.duration,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
