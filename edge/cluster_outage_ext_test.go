@@ -107,7 +107,7 @@ func TestOneClusterMasterKilledWhileCallsFlow(t *testing.T) {
 	victim.Start()
 	cluster.WaitHealthy(t)
 	eventually(t, open, "exact limits after the master came back", func(m testkit.Samples) bool {
-		return m.Sum("edge_fail_open_active") == 0 && m.Sum("edge_redis_breaker_state") == 0
+		return m.Sum("edge_fail_open_active") == 0 && m.Sum("edge_redis_breaker_state", "state", "closed") == 1
 	})
 	stop.Store(true)
 	wg.Wait()

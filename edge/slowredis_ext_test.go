@@ -117,8 +117,8 @@ func TestProductionRedisDeadlineUnderInjectedLatencyAndLoad(t *testing.T) {
 				_, err := testkit.NewClients(e.URL, testkit.ConnectProto, tok).Org.ListOrganizations(ctxT(t), req(&svcv1.ListOrganizationsRequest{}))
 				wantError(t, err, connect.CodeUnavailable, "LIMITS_UNAVAILABLE", "edge")
 			}
-			if m.Sum("edge_redis_breaker_state") == 0 {
-				t.Errorf("edge_redis_breaker_state 0 (closed) while Redis is slower than its deadline")
+			if m.Sum("edge_redis_breaker_state", "state", "closed") == 1 {
+				t.Errorf(`edge_redis_breaker_state{state="closed"} 1 while Redis is slower than its deadline`)
 			}
 
 			redis.Delay(0)
@@ -127,11 +127,11 @@ func TestProductionRedisDeadlineUnderInjectedLatencyAndLoad(t *testing.T) {
 			for {
 				_, err := c.Org.ListOrganizations(ctxT(t), req(&svcv1.ListOrganizationsRequest{}))
 				m := testkit.Scrape(t, metrics)
-				if err == nil && m.Sum("edge_redis_breaker_state") == 0 && m.Sum("edge_fail_open_active") == 0 {
+				if err == nil && m.Sum("edge_redis_breaker_state", "state", "closed") == 1 && m.Sum("edge_fail_open_active") == 0 {
 					break
 				}
 				if time.Now().After(deadline) {
-					t.Fatalf("the breaker did not close after the latency ended: %v, state %v", err, m.Sum("edge_redis_breaker_state"))
+					t.Fatalf("the breaker did not close after the latency ended: %v, closed %v", err, m.Sum("edge_redis_breaker_state", "state", "closed"))
 				}
 				time.Sleep(100 * time.Millisecond)
 			}
