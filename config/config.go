@@ -173,6 +173,16 @@ type Requests struct {
 	// to it that cannot complete within this long ends the stream, so that
 	// a stalled reader holds neither memory nor a stream lease. Default 30s.
 	StreamWriteTimeout time.Duration `yaml:"stream_write_timeout"`
+	// BodyTimeout bounds how long a unary call's whole body may take to
+	// arrive, from its headers: a slow client cannot pin a connection, a
+	// goroutine and the call's reservations. Past it the call ends with
+	// deadline_exceeded (REQUEST_BODY_TIMEOUT). Default 10s.
+	BodyTimeout time.Duration `yaml:"body_timeout"`
+	// StreamMessageTimeout bounds each message a client streams: the first
+	// must begin within it of the headers, and each must be whole within it
+	// of its first byte. Idle time between messages is the stream's own
+	// deadline's business. Default 10s.
+	StreamMessageTimeout time.Duration `yaml:"stream_message_timeout"`
 }
 
 // Redis is the edge's shared state.

@@ -37,10 +37,12 @@ func Default() *Config {
 			FailureLimit:          FailureLimit{PerMinute: 60, Burst: 20},
 		},
 		Requests: Requests{
-			MaxBodyBytes:       4 * MiB,
-			MaxUnaryTimeout:    30 * time.Second,
-			MaxStreamTimeout:   time.Hour,
-			StreamWriteTimeout: 30 * time.Second,
+			MaxBodyBytes:         4 * MiB,
+			MaxUnaryTimeout:      30 * time.Second,
+			MaxStreamTimeout:     time.Hour,
+			StreamWriteTimeout:   30 * time.Second,
+			BodyTimeout:          10 * time.Second,
+			StreamMessageTimeout: 10 * time.Second,
 		},
 		Redis: Redis{
 			Addr:      "127.0.0.1:6379",

@@ -110,6 +110,8 @@ func (c *Config) Validate() error {
 	checkPositive(&p, "requests.max_unary_timeout", c.Requests.MaxUnaryTimeout)
 	checkPositive(&p, "requests.max_stream_timeout", c.Requests.MaxStreamTimeout)
 	checkPositive(&p, "requests.stream_write_timeout", c.Requests.StreamWriteTimeout)
+	checkPositive(&p, "requests.body_timeout", c.Requests.BodyTimeout)
+	checkPositive(&p, "requests.stream_message_timeout", c.Requests.StreamMessageTimeout)
 
 	checkRedis(&p, c.Redis)
 	checkLimits(&p, c.Limits)

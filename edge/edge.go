@@ -19,6 +19,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -34,6 +35,7 @@ import (
 	"github.com/orgedge/edge/edge/proxy"
 	"github.com/orgedge/edge/edge/wire"
 	"github.com/orgedge/edge/identity"
+	"github.com/orgedge/edge/internal/bodydeadline"
 )
 
 // Options are what the edge is made of.
@@ -134,6 +136,10 @@ type inflight struct {
 	rec      *recorder
 	admitted *admission
 	expires  time.Time // a stream's end: its token's expiry plus the clock skew (expiry.go)
+	// The request body's bounds, to tell a body the edge cut from a
+	// backend failure.
+	sized *boundedBody
+	timed *bodydeadline.Body
 }
 
 func inflightOf(r *http.Request) *inflight {
@@ -206,8 +212,17 @@ func (s *Server) serve(w *recorder, r *http.Request, call classify.Call, problem
 		s.refuse(w, r, bodyTooLarge(s.maxBody))
 		return nil
 	}
+	// Bound the body in time (from now: its headers are in) and in size.
+	var timed *bodydeadline.Body
+	if call.Streaming {
+		timed = bodydeadline.Stream(w, r, s.cfg.Requests.StreamMessageTimeout, framing(r))
+	} else {
+		timed = bodydeadline.Unary(w, r, s.cfg.Requests.BodyTimeout)
+	}
+	var sized *boundedBody
 	if r.Body != nil {
-		r.Body = &boundedBody{ReadCloser: r.Body, left: s.maxBody}
+		sized = &boundedBody{ReadCloser: r.Body, left: s.maxBody}
+		r.Body = sized
 	}
 
 	// One policy for the whole call, even if a reload swaps it meanwhile.
@@ -253,7 +268,7 @@ func (s *Server) serve(w *recorder, r *http.Request, call classify.Call, problem
 	budget := proxy.Deadline(r, call, max)
 	w.clientDeadline = budget < max
 	deadline := start.Add(budget)
-	f := &inflight{call: call, rec: w, admitted: admitted}
+	f := &inflight{call: call, rec: w, admitted: admitted, sized: sized, timed: timed}
 	if call.Streaming && !p.Expiry.IsZero() {
 		f.expires = p.Expiry.Add(s.cfg.OIDC.ClockSkew)
 	}
@@ -432,9 +447,11 @@ var errBodyTooLarge = errors.New("request body too large")
 
 // boundedBody fails reads past a bound, so that the proxy stops and the edge
 // answers resource_exhausted instead of forwarding a truncated body.
+// It reads at most one byte past the bound, and passes none of it on.
 type boundedBody struct {
 	io.ReadCloser
 	left int64
+	over atomic.Bool // the body passed the bound
 }
 
 func (b *boundedBody) Read(p []byte) (int, error) {
@@ -447,9 +464,34 @@ func (b *boundedBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	b.left -= int64(n)
 	if b.left < 0 {
+		b.over.Store(true)
 		return 0, errBodyTooLarge
 	}
 	return n, err
+}
+
+// tooLarge reports whether the body passed its bound; safe from any
+// goroutine (the proxy reads the body in the transport's).
+func (b *boundedBody) tooLarge() bool { return b != nil && b.over.Load() }
+
+// framing is how the messages of a streaming request are cut.
+func framing(r *http.Request) bodydeadline.Framing {
+	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc-web-text") {
+		return bodydeadline.TextEnvelopes
+	}
+	return bodydeadline.Envelopes
+}
+
+// errRequestBody ends a call whose body the edge cut, when the backend
+// answered anyway: upstreamError answers it.
+var errRequestBody = errors.New("request body cut by the edge")
+
+func bodyTimeout(c classify.Call, unary, stream time.Duration) *connect.Error {
+	msg := fmt.Sprintf("the request body did not arrive within %s", unary)
+	if c.Streaming {
+		msg = fmt.Sprintf("a request message did not arrive within %s", stream)
+	}
+	return apierror.New(connect.CodeDeadlineExceeded, "REQUEST_BODY_TIMEOUT", msg)
 }
 
 // streamDeadlineGrace is how long past its deadline the edge lets the
@@ -464,6 +506,9 @@ const maxErrorBody = 64 << 10
 // backend's bytes.
 func (s *Server) modifyResponse(res *http.Response) error {
 	f := inflightOf(res.Request)
+	if f.sized.tooLarge() || f.timed.Expired() {
+		return errRequestBody // the backend answered a body cut short
+	}
 	if !f.expires.IsZero() && res.StatusCode == http.StatusOK {
 		endAtExpiry(res, f)
 	}
@@ -508,9 +553,12 @@ func (s *Server) modifyResponse(res *http.Response) error {
 
 // upstreamError answers a call the backend did not answer.
 func (s *Server) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
+	f := inflightOf(r)
 	switch {
-	case errors.Is(err, errBodyTooLarge):
+	case errors.Is(err, errBodyTooLarge) || f.sized.tooLarge():
 		s.refuse(w, r, bodyTooLarge(s.maxBody))
+	case errors.Is(err, bodydeadline.ErrTimeout) || f.timed.Expired():
+		s.refuse(w, r, bodyTimeout(f.call, s.cfg.Requests.BodyTimeout, s.cfg.Requests.StreamMessageTimeout))
 	case errors.Is(r.Context().Err(), context.DeadlineExceeded):
 		s.refuse(w, r, apierror.New(connect.CodeDeadlineExceeded, "DEADLINE_EXCEEDED", "the backend did not answer in time"))
 	case errors.Is(r.Context().Err(), context.Canceled):

@@ -46,8 +46,12 @@ type Config struct {
 	WatchAccessCheck time.Duration
 	// MaxRequestBytes bounds a request message. Default 4 MiB.
 	MaxRequestBytes int
-	Now             func() time.Time // default time.Now
-	Logger          *slog.Logger     // default slog.Default()
+	// BodyTimeout bounds how long a call's whole request body may take to
+	// arrive, from its headers; past it the call ends with
+	// deadline_exceeded (REQUEST_BODY_TIMEOUT). Default 10s.
+	BodyTimeout time.Duration
+	Now         func() time.Time // default time.Now
+	Logger      *slog.Logger     // default slog.Default()
 	// TracerProvider makes the spans of handlers (through otelconnect, as
 	// children of the caller's trace context: the edge's upstream span) and
 	// of storage calls (store.<Method>). Default: the global provider
@@ -77,6 +81,7 @@ type Service struct {
 	watchPoll      time.Duration
 	watchAccess    time.Duration
 	maxBytes       int
+	bodyTimeout    time.Duration
 }
 
 // New returns a Service.
@@ -109,6 +114,10 @@ func New(cfg Config) (*Service, error) {
 		watchPoll:      cfg.WatchPoll,
 		watchAccess:    cfg.WatchAccessCheck,
 		maxBytes:       cfg.MaxRequestBytes,
+		bodyTimeout:    cfg.BodyTimeout,
+	}
+	if s.bodyTimeout <= 0 {
+		s.bodyTimeout = DefaultBodyTimeout
 	}
 	if s.log == nil {
 		s.log = slog.Default()
@@ -159,8 +168,13 @@ func (s *Service) Handler() http.Handler {
 	reflector := grpcreflect.NewStaticReflector(names...)
 	mux.Handle(grpcreflect.NewHandlerV1(reflector))
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
-	return mux
+	return boundBodies(mux, s.bodyTimeout)
 }
+
+// DefaultBodyTimeout is Config.BodyTimeout's default: a few seconds more
+// than the edge's own (requests.body_timeout), so that behind the edge the
+// edge ends a slow body first and answers it.
+const DefaultBodyTimeout = 15 * time.Second
 
 // Ready reports whether storage answers.
 func (s *Service) Ready(ctx context.Context) error { return s.store.Ping(ctx) }

@@ -93,6 +93,8 @@ func run(args []string) error {
 		dataDir   = fs.String("data", "", "with -dev: directory for the SQLite file (default: a new temporary directory)")
 		showVer   = fs.Bool("version", false, "print the version and exit")
 	)
+	bodyTimeout := fs.Duration("body-timeout", durationEnv("ORGSVC_BODY_TIMEOUT", orgsvc.DefaultBodyTimeout),
+		"how long a call's whole request body may take to arrive; keep it above the edge's requests.body_timeout ($ORGSVC_BODY_TIMEOUT)")
 	watchCheck := fs.Duration("watch-access-check", durationEnv("ORGSVC_WATCH_ACCESS_CHECK", 30*time.Second),
 		"how often an open WatchEnvironment stream checks that its caller still has access ($ORGSVC_WATCH_ACCESS_CHECK)")
 	if err := fs.Parse(args); err != nil {
@@ -164,7 +166,7 @@ func run(args []string) error {
 		Addr: *addr, Database: *database, IssuerURL: *issuer, Audience: *audience, Logger: log,
 		AllowAnyAudience: *anyAud, AzpAsAudience: *azpAud,
 		RoleClaims: strings.Split(*roles, ","), AdminAddr: *adminAddr, Version: version(),
-		Config: orgsvc.Config{InvitationTTL: *invTTL, ProvisionDelay: *provision, WatchAccessCheck: *watchCheck},
+		Config: orgsvc.Config{InvitationTTL: *invTTL, ProvisionDelay: *provision, WatchAccessCheck: *watchCheck, BodyTimeout: *bodyTimeout},
 	})
 	if err != nil {
 		return err

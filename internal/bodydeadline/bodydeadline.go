@@ -1,0 +1,194 @@
+// Package bodydeadline bounds how long a server waits for a request body,
+// so that a client sending slowly (or not at all) cannot pin a goroutine, a
+// connection and what the call reserved. It sets the request's read
+// deadline through http.ResponseController, which HTTP/1.1 and HTTP/2
+// servers both honor, and clears it once the body (or, for a stream, the
+// message) is in: the wait for the answer is not bounded here.
+//
+// It bounds time, not size, and does not answer the client: a read past the
+// deadline fails with [ErrTimeout], [Body.Expired] reports it, and the
+// server answers in its protocol.
+package bodydeadline
+
+import (
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"sync/atomic"
+	"time"
+)
+
+// ErrTimeout is what a read returns once the deadline has passed (it wraps
+// the server's own error).
+var ErrTimeout = errors.New("request body not received in time")
+
+// Framing says how a body is cut into messages, for [Stream].
+type Framing int
+
+const (
+	// Envelopes: Connect streaming, gRPC and binary gRPC-Web, each message
+	// a 5-byte prefix (flags, big-endian length) and its payload.
+	Envelopes Framing = iota
+	// TextEnvelopes: gRPC-Web text, the same envelopes in base64.
+	TextEnvelopes
+)
+
+// Body is a request body read under a deadline. It is not safe for
+// concurrent reads (no body is).
+type Body struct {
+	io.ReadCloser
+	rc      *http.ResponseController
+	timeout time.Duration
+	expired atomic.Bool
+	due     atomic.Int64 // the deadline set (Unix ns); 0: none
+
+	whole bool  // Unary: one deadline for the whole body
+	size  int64 // the declared length; -1 unknown
+	read  int64
+	over  bool // the deadline is cleared for good
+
+	// Stream framing.
+	text   bool
+	quad   [4]byte // base64 characters not yet decoded
+	nquad  int
+	inMsg  bool
+	head   [5]byte
+	inHead int
+	left   uint32
+}
+
+// Unary bounds the whole body of r: it must be in within timeout from now.
+// w is r's ResponseWriter (or one that unwraps to it). A body of known
+// length zero is not wrapped: nothing is to be read, and a deadline left on
+// an HTTP/1.1 connection would end the server's wait for the client's next
+// byte, which cancels the request.
+func Unary(w http.ResponseWriter, r *http.Request, timeout time.Duration) *Body {
+	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 || timeout <= 0 {
+		return nil
+	}
+	b := &Body{ReadCloser: r.Body, rc: http.NewResponseController(w), timeout: timeout, whole: true, size: r.ContentLength}
+	b.set()
+	r.Body = b
+	return b
+}
+
+// Stream bounds each message of r's body: the first must begin within
+// timeout from now, and each must be whole within timeout of its first
+// byte. Between messages the body may stay idle (the stream's own deadline
+// bounds that).
+func Stream(w http.ResponseWriter, r *http.Request, timeout time.Duration, f Framing) *Body {
+	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 || timeout <= 0 {
+		return nil
+	}
+	b := &Body{ReadCloser: r.Body, rc: http.NewResponseController(w), timeout: timeout, size: r.ContentLength, text: f == TextEnvelopes}
+	b.set()
+	r.Body = b
+	return b
+}
+
+// Expired reports whether the body missed its deadline: a read failed for
+// it, or it has passed while the body (or a message) is still awaited. The
+// second matters on HTTP/1.1, where the server cancels the request's
+// context inside the read that fails, before that read returns. It is safe
+// to call from any goroutine, and false on a nil Body.
+func (b *Body) Expired() bool {
+	if b == nil {
+		return false
+	}
+	due := b.due.Load()
+	return b.expired.Load() || due != 0 && time.Now().UnixNano() >= due
+}
+
+func (b *Body) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.read += int64(n)
+	if n > 0 && !b.whole && !b.over {
+		b.track(p[:n])
+	}
+	switch {
+	case err == nil:
+		if b.size >= 0 && b.read >= b.size {
+			b.clear() // all in: clear before the server waits for what follows
+		}
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		b.expired.Store(true)
+		return n, fmt.Errorf("%w: %w", ErrTimeout, err)
+	default: // io.EOF, or the client gone
+		b.clear()
+	}
+	return n, err
+}
+
+func (b *Body) set() {
+	due := time.Now().Add(b.timeout)
+	if b.rc.SetReadDeadline(due) == nil {
+		b.due.Store(due.UnixNano())
+	}
+}
+
+// unset clears the deadline until the next set.
+func (b *Body) unset() {
+	b.due.Store(0)
+	_ = b.rc.SetReadDeadline(time.Time{})
+}
+
+func (b *Body) clear() {
+	if !b.over {
+		b.over = true
+		b.unset()
+	}
+}
+
+// track follows the envelopes in p: a message's first byte sets the
+// deadline, its last clears it.
+func (b *Body) track(p []byte) {
+	if !b.text {
+		b.frames(p)
+		return
+	}
+	for len(p) > 0 {
+		k := copy(b.quad[b.nquad:], p)
+		b.nquad += k
+		p = p[k:]
+		if b.nquad < 4 {
+			return
+		}
+		var out [3]byte
+		m, err := base64.StdEncoding.Decode(out[:], b.quad[:])
+		b.nquad = 0
+		if err != nil {
+			b.clear() // not gRPC-Web text: the backend will say so
+			return
+		}
+		b.frames(out[:m])
+	}
+}
+
+func (b *Body) frames(p []byte) {
+	for len(p) > 0 {
+		if !b.inMsg {
+			b.inMsg, b.inHead = true, 0
+			b.set()
+		}
+		if b.inHead < 5 {
+			k := copy(b.head[b.inHead:], p)
+			b.inHead += k
+			p = p[k:]
+			if b.inHead < 5 {
+				return
+			}
+			b.left = binary.BigEndian.Uint32(b.head[1:])
+		}
+		k := min(uint32(len(p)), b.left)
+		b.left -= k
+		p = p[k:]
+		if b.left == 0 {
+			b.inMsg = false
+			b.unset()
+		}
+	}
+}
