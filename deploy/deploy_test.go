@@ -45,7 +45,7 @@ const (
 
 var (
 	edgeReplicas     = []string{"edge-1", "edge-2"}
-	composeServices  = []string{"redis", "postgres", "keycloak", "orgsvc", "edge-1", "edge-2", entryPoint, "prometheus", "grafana", "otel-collector", "jaeger"}
+	composeServices  = []string{"redis", "postgres", "keycloak", "orgsvc", "edge-1", "edge-2", entryPoint, "prometheus", "grafana", "otel-collector", "jaeger", "redis-exporter", "alertmanager"}
 	builtFromSources = map[string]string{"edge-1": "deploy/edge.Dockerfile", "edge-2": "deploy/edge.Dockerfile", "orgsvc": "deploy/orgsvc.Dockerfile"}
 	serviceRoles     = []string{"svc-admin", "svc-env-manager", "svc-viewer"}
 )
