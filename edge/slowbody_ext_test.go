@@ -49,9 +49,9 @@ var unaryTransports = []transport{
 	{"h2-grpc", testkit.H2CClient, "application/grpc", http.Header{"Te": {"trailers"}}, func(m proto.Message) []byte { return testkit.Envelope(protoBody(m)) }},
 }
 
-// rawCall posts body to url and reads the outcome; with stall, it sends
-// body and then nothing. A missing bound fails the call after 10 s.
-func rawCall(t *testing.T, tr transport, url string, header http.Header, body []byte, stall bool) testkit.Outcome {
+// rawCall posts body to url, sent as how says, and reads the outcome. A
+// call the edge does not answer fails after 10 s.
+func rawCall(t *testing.T, tr transport, url string, header http.Header, body []byte, how testkit.Sending) testkit.Outcome {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -62,7 +62,7 @@ func rawCall(t *testing.T, tr transport, url string, header http.Header, body []
 	for k, v := range header {
 		h[k] = v
 	}
-	o, err := testkit.RawCall(ctx, tr.hc, url, tr.ct, h, body, stall)
+	o, err := testkit.RawCall(ctx, tr.hc, url, tr.ct, h, body, how)
 	if err != nil {
 		t.Fatalf("%s: %v", tr.name, err)
 	}
@@ -85,13 +85,13 @@ func TestASlowUnaryBodyIsDeadlineExceededAndReleasesWhatItReserved(t *testing.T)
 			url := s.edge.URL + "/svc.v1.EnvironmentService/CreateEnvironment"
 			header := http.Header{"Authorization": {"Bearer " + tok}, "Idempotency-Key": {"slow-" + tr.name}}
 			whole := tr.encode(create)
-			got := rawCall(t, tr, url, header, whole[:len(whole)/2], true)
+			got := rawCall(t, tr, url, header, whole[:len(whole)/2], testkit.Stalled)
 			if got.Code != "deadline_exceeded" || got.Reason != "REQUEST_BODY_TIMEOUT" {
 				t.Fatalf("a stalled body got %v, want deadline_exceeded REQUEST_BODY_TIMEOUT", got)
 			}
 			// The key is free: the whole request runs, and the backend says
 			// the project does not exist.
-			if got := rawCall(t, tr, url, header, whole, false); got.Code != "not_found" {
+			if got := rawCall(t, tr, url, header, whole, testkit.Sized); got.Code != "not_found" {
 				t.Fatalf("the same key with the whole body got %v, want the backend's not_found", got)
 			}
 		})
@@ -120,7 +120,7 @@ func TestAStalledStreamMessageIsDeadlineExceededAndFreesTheLease(t *testing.T) {
 			url := s.edge.URL + "/svc.v1.EnvironmentService/WatchEnvironment"
 			header := http.Header{"Authorization": {"Bearer " + tok}}
 			for _, part := range [][]byte{nil, watch[:3], watch[:len(watch)-1]} {
-				got := rawCall(t, tr, url, header, part, true)
+				got := rawCall(t, tr, url, header, part, testkit.Stalled)
 				if got.Code != "deadline_exceeded" || got.Reason != "REQUEST_BODY_TIMEOUT" {
 					t.Fatalf("a stream that sent %d of its message's %d bytes got %v, want deadline_exceeded REQUEST_BODY_TIMEOUT", len(part), len(watch), got)
 				}

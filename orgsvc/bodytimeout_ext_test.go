@@ -42,14 +42,14 @@ func TestASlowBodyAtTheBackendIsDeadlineExceeded(t *testing.T) {
 			defer cancel()
 			tc.header.Set("Authorization", "Bearer "+tok)
 			url := be.URL + "/svc.v1.OrganizationService/CreateOrganization"
-			got, err := testkit.RawCall(ctx, tc.hc, url, tc.ct, tc.header, tc.body[:len(tc.body)/2], true)
+			got, err := testkit.RawCall(ctx, tc.hc, url, tc.ct, tc.header, tc.body[:len(tc.body)/2], testkit.Stalled)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if got.Code != "deadline_exceeded" || got.Reason != "REQUEST_BODY_TIMEOUT" {
 				t.Fatalf("a stalled body got %v, want deadline_exceeded REQUEST_BODY_TIMEOUT", got)
 			}
-			if got, err := testkit.RawCall(ctx, tc.hc, url, tc.ct, tc.header, tc.body, false); err != nil || got.Code != "ok" {
+			if got, err := testkit.RawCall(ctx, tc.hc, url, tc.ct, tc.header, tc.body, testkit.Sized); err != nil || got.Code != "ok" {
 				t.Fatalf("the whole body got %v (%v), want ok", got, err)
 			}
 		})

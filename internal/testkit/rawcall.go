@@ -147,13 +147,28 @@ func webTrailer(body []byte) http.Header {
 	return h
 }
 
+// Sending is how RawCall sends a body.
+type Sending int
+
+const (
+	// Sized: with its Content-Length.
+	Sized Sending = iota
+	// Unsized: without one (chunked over HTTP/1.1; no content-length over
+	// HTTP/2), all at once.
+	Unsized
+	// Stalled: without one, and then nothing more, neither the rest nor
+	// the body's end, until the answer has come (a slow or stuck client).
+	Stalled
+)
+
 // RawCall posts body to url with the Content-Type ct and header, through
-// hc, and reads the outcome. With stall, it sends body and then nothing
-// more, neither the rest nor the body's end, until the answer has come
-// (a slow or stuck client).
-func RawCall(ctx context.Context, hc *http.Client, url, ct string, header http.Header, body []byte, stall bool) (Outcome, error) {
+// hc, and reads the outcome.
+func RawCall(ctx context.Context, hc *http.Client, url, ct string, header http.Header, body []byte, how Sending) (Outcome, error) {
 	var r io.Reader = bytes.NewReader(body)
-	if stall {
+	switch how {
+	case Unsized:
+		r = io.MultiReader(r) // a reader whose length net/http cannot tell
+	case Stalled:
 		pr, pw := io.Pipe()
 		defer pw.Close()
 		go func() { _, _ = pw.Write(body) }()
