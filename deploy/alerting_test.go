@@ -143,7 +143,7 @@ func TestKubernetesMonitoringMatchesComposeRulesAndScrapesTheEdge(t *testing.T) 
 	readYAML(t, "k8s/monitoring/prometheusrule.yaml", &rules)
 	readYAML(t, "prometheus/alerts.yml", &compose)
 	if rules.Spec.Groups == nil || !reflect.DeepEqual(rules.Spec.Groups, compose.Groups) {
-		t.Error("k8s/monitoring/prometheusrule.yaml's groups differ from prometheus/alerts.yml: regenerate it")
+		t.Error("k8s/monitoring/prometheusrule.yaml's groups differ from prometheus/alerts.yml: run deploy/k8s/monitoring/regenerate.sh")
 	}
 	var sm struct {
 		Spec struct {
