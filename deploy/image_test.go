@@ -96,6 +96,19 @@ func TestImagesStampTheVersionTheyAreBuiltWith(t *testing.T) {
 	}
 }
 
+func TestComposeStampsTheImagesWithEdgeVersion(t *testing.T) {
+	p := loadCompose(t)
+	for name := range builtFromSources {
+		s := service(t, p, name)
+		if s.Build == nil || s.Build.Args["VERSION"] == nil || *s.Build.Args["VERSION"] != "dev" {
+			t.Errorf("%s: build args %v, want VERSION from EDGE_VERSION (default dev)", name, s.Build.Args)
+		}
+		if tag := s.Image[strings.LastIndex(s.Image, ":")+1:]; tag != "dev" {
+			t.Errorf("%s: image %s, want the tag EDGE_VERSION (default dev) too", name, s.Image)
+		}
+	}
+}
+
 // TestEdgeImageListensEverywhereFromItsFileAndSetsNoAddressVariables: the
 // image's own file makes the edge reachable in a container, and the image
 // sets no EDGE_LISTEN_ADDR or EDGE_ADMIN_ADDR, which would override the
