@@ -194,9 +194,14 @@ func TestDashboardIsWellFormed(t *testing.T) {
 		Templating struct {
 			List []struct {
 				Name       string `json:"name"`
+				Type       string `json:"type"`
+				Query      any    `json:"query"`
 				Datasource struct {
 					UID string `json:"uid"`
 				} `json:"datasource"`
+				Current struct {
+					Value any `json:"value"`
+				} `json:"current"`
 			} `json:"list"`
 		} `json:"templating"`
 		Panels []struct {
@@ -231,18 +236,31 @@ func TestDashboardIsWellFormed(t *testing.T) {
 			promUID = d.UID
 		}
 	}
-	hasInstance := false
+	// The datasource and the jobs are variables, so that the dashboard
+	// works on any Prometheus (kube-prometheus-stack, Grafana Cloud), with
+	// whatever job names its scrape configuration gives; the defaults are
+	// the Compose stack's.
+	const dsVar = "${datasource}"
+	vars := map[string]bool{}
 	for _, v := range dash.Templating.List {
-		if v.Name == "instance" {
-			hasInstance = true
-			if v.Datasource.UID != promUID {
-				t.Errorf("variable $instance uses datasource %q, want %q", v.Datasource.UID, promUID)
+		vars[v.Name] = true
+		switch v.Name {
+		case "datasource":
+			if v.Type != "datasource" || v.Query != "prometheus" || v.Current.Value != promUID {
+				t.Errorf("variable $datasource: type %q query %v default %v, want a prometheus datasource defaulting to %q", v.Type, v.Query, v.Current.Value, promUID)
+			}
+		case "job", "backend_job", "instance":
+			if v.Datasource.UID != dsVar {
+				t.Errorf("variable $%s uses datasource %q, want %q", v.Name, v.Datasource.UID, dsVar)
 			}
 		}
 	}
-	if !hasInstance {
-		t.Error("dashboard has no $instance variable")
+	for _, want := range []string{"datasource", "job", "backend_job", "instance"} {
+		if !vars[want] {
+			t.Errorf("dashboard has no $%s variable", want)
+		}
 	}
+	promUID = dsVar // every panel and query uses the variable
 	ids := map[int]bool{}
 	titles := map[string]bool{}
 	for _, p := range dash.Panels {
@@ -267,15 +285,18 @@ func TestDashboardIsWellFormed(t *testing.T) {
 			if tg.Datasource.UID != promUID {
 				t.Errorf("panel %q: a query uses datasource %q", p.Title, tg.Datasource.UID)
 			}
-			if strings.Contains(tg.Expr, "edge_") && !strings.Contains(tg.Expr, "$instance") {
-				t.Errorf("panel %q: edge query ignores $instance: %s", p.Title, tg.Expr)
+			if strings.Contains(tg.Expr, "edge_") && (!strings.Contains(tg.Expr, "$instance") || !strings.Contains(tg.Expr, "$job")) {
+				t.Errorf("panel %q: edge query ignores $job or $instance: %s", p.Title, tg.Expr)
+			}
+			if strings.Contains(tg.Expr, "orgsvc_") && !strings.Contains(tg.Expr, "$backend_job") {
+				t.Errorf("panel %q: backend query ignores $backend_job: %s", p.Title, tg.Expr)
 			}
 		}
 	}
 	// What the SRE reads on it (docs/operations.md walks through these).
 	for _, want := range []string{
 		"Calls by service and method", "Calls by code (not ok)", "Edge latency (unary)", "Upstream latency (unary)",
-		"Edge overhead (edge minus upstream)", "Refusals by plan and limit", "Quota refusals", "Idempotent replays",
+		"Edge overhead (time in the edge)", "Refusals by plan and limit", "Quota refusals", "Idempotent replays",
 		"Open streams by method", "Stream leases held", "Redis latency by operation", "Circuit breaker by replica",
 		"Fail-open periods", "Calls/s by replica", "Backend calls by method", "Storage latency by operation (p99)",
 	} {
