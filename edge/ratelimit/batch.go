@@ -11,10 +11,10 @@ import (
 
 // maxPipelines is how many pipelines of limit scripts may be on the wire
 // at once; calls that arrive meanwhile wait for the next one.
-const maxPipelines = 2
+const maxPipelines = 4
 
 // maxBatch bounds one pipeline.
-const maxBatch = 128
+const maxBatch = 16
 
 // batcher sends the limit scripts of concurrent calls to Redis together.
 // Each call still runs its own script, with its own keys, and gets its own
@@ -88,8 +88,15 @@ func (b *batcher) send(batch []*scriptCall) {
 	if len(live) == 0 {
 		return
 	}
-	// The batch's deadline is the Limiter's; each caller also keeps its own.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(live[0].ctx), b.timeout)
+	// The batch runs until the last of its callers gives up, so that no
+	// call is cut short by another's earlier deadline.
+	deadline := time.Now().Add(b.timeout)
+	for _, c := range live {
+		if d, ok := c.ctx.Deadline(); ok && d.After(deadline) {
+			deadline = d
+		}
+	}
+	ctx, cancel := context.WithDeadline(context.WithoutCancel(live[0].ctx), deadline)
 	defer cancel()
 	if len(live) == 1 {
 		c := live[0]
