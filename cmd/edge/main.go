@@ -121,21 +121,24 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer app.Close()
-	if err := app.Listen(); err != nil {
-		return err
-	}
-	log.Info("edge listening", "api", app.APIAddr(), "admin", app.AdminAddr(), "upstream", cfg.Upstream.URL, "issuer", cfg.OIDC.IssuerURL, "tls", cfg.Listen.TLS.CertFile != "")
-	if env != nil {
-		env.print(stdout, app.APIAddr(), app.AdminAddr())
-	} else {
+	if env == nil {
 		// SIGHUP and a change of the file reload the policy (plans,
-		// quotas, the operation table); see docs/operations.md.
+		// quotas, the operation table); see docs/operations.md. Caught
+		// before the listeners open, so that a SIGHUP sent once the edge
+		// answers never ends it.
 		hup := make(chan os.Signal, 1)
 		signal.Notify(hup, syscall.SIGHUP)
 		defer signal.Stop(hup)
 		watchCtx, stopWatch := context.WithCancel(ctx)
 		defer stopWatch()
 		go app.WatchConfig(watchCtx, *configFile, *reloadPoll, hup)
+	}
+	if err := app.Listen(); err != nil {
+		return err
+	}
+	log.Info("edge listening", "api", app.APIAddr(), "admin", app.AdminAddr(), "upstream", cfg.Upstream.URL, "issuer", cfg.OIDC.IssuerURL, "tls", cfg.Listen.TLS.CertFile != "")
+	if env != nil {
+		env.print(stdout, app.APIAddr(), app.AdminAddr())
 	}
 
 	select {
