@@ -215,7 +215,7 @@ func (s *Server) serve(w *recorder, r *http.Request, call classify.Call, problem
 	// Bound the body in time (from now: its headers are in) and in size.
 	var timed *bodydeadline.Body
 	if call.Streaming {
-		timed = bodydeadline.Stream(w, r, s.cfg.Requests.StreamMessageTimeout, framing(r))
+		timed = bodydeadline.Stream(w, r, s.cfg.Requests.StreamMessageTimeout)
 	} else {
 		timed = bodydeadline.Unary(w, r, s.cfg.Requests.BodyTimeout)
 	}
@@ -473,14 +473,6 @@ func (b *boundedBody) Read(p []byte) (int, error) {
 // tooLarge reports whether the body passed its bound; safe from any
 // goroutine (the proxy reads the body in the transport's).
 func (b *boundedBody) tooLarge() bool { return b != nil && b.over.Load() }
-
-// framing is how the messages of a streaming request are cut.
-func framing(r *http.Request) bodydeadline.Framing {
-	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc-web-text") {
-		return bodydeadline.TextEnvelopes
-	}
-	return bodydeadline.Envelopes
-}
 
 // errRequestBody ends a call whose body the edge cut, when the backend
 // answered anyway: upstreamError answers it.

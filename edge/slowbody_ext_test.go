@@ -119,10 +119,11 @@ func TestAStalledStreamMessageIsDeadlineExceededAndFreesTheLease(t *testing.T) {
 		t.Run(tr.name, func(t *testing.T) {
 			url := s.edge.URL + "/svc.v1.EnvironmentService/WatchEnvironment"
 			header := http.Header{"Authorization": {"Bearer " + tok}}
-			for _, part := range [][]byte{nil, watch[:3], watch[:len(watch)-1]} {
+			msg := watch
+			for _, part := range [][]byte{nil, msg[:3], msg[:len(msg)-1]} {
 				got := rawCall(t, tr, url, header, part, testkit.Stalled)
 				if got.Code != "deadline_exceeded" || got.Reason != "REQUEST_BODY_TIMEOUT" {
-					t.Fatalf("a stream that sent %d of its message's %d bytes got %v, want deadline_exceeded REQUEST_BODY_TIMEOUT", len(part), len(watch), got)
+					t.Fatalf("a stream that sent %d of its message's %d bytes got %v, want deadline_exceeded REQUEST_BODY_TIMEOUT", len(part), len(msg), got)
 				}
 			}
 		})

@@ -11,7 +11,6 @@
 package bodydeadline
 
 import (
-	"encoding/base64"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -25,17 +24,6 @@ import (
 // ErrTimeout is what a read returns once the deadline has passed (it wraps
 // the server's own error).
 var ErrTimeout = errors.New("request body not received in time")
-
-// Framing says how a body is cut into messages, for [Stream].
-type Framing int
-
-const (
-	// Envelopes: Connect streaming, gRPC and binary gRPC-Web, each message
-	// a 5-byte prefix (flags, big-endian length) and its payload.
-	Envelopes Framing = iota
-	// TextEnvelopes: gRPC-Web text, the same envelopes in base64.
-	TextEnvelopes
-)
 
 // Body is a request body read under a deadline. It is not safe for
 // concurrent reads (no body is).
@@ -52,9 +40,6 @@ type Body struct {
 	over  bool // the deadline is cleared for good
 
 	// Stream framing.
-	text   bool
-	quad   [4]byte // base64 characters not yet decoded
-	nquad  int
 	inMsg  bool
 	head   [5]byte
 	inHead int
@@ -76,15 +61,18 @@ func Unary(w http.ResponseWriter, r *http.Request, timeout time.Duration) *Body 
 	return b
 }
 
-// Stream bounds each message of r's body: the first must begin within
-// timeout from now, and each must be whole within timeout of its first
-// byte. Between messages the body may stay idle (the stream's own deadline
-// bounds that).
-func Stream(w http.ResponseWriter, r *http.Request, timeout time.Duration, f Framing) *Body {
+// Stream bounds each message of r's body, enveloped as Connect streaming,
+// gRPC and binary gRPC-Web frame them (a 5-byte prefix: flags and
+// big-endian length, then the payload): the first must begin within timeout
+// from now, and each must be whole within timeout of its first byte.
+// Between messages the body may stay idle (the stream's own deadline bounds
+// that). gRPC-Web text (base64) is not followed: its first message is
+// bounded, and the backend, which does not serve it, answers at once.
+func Stream(w http.ResponseWriter, r *http.Request, timeout time.Duration) *Body {
 	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 || timeout <= 0 {
 		return nil
 	}
-	b := &Body{ReadCloser: r.Body, rc: http.NewResponseController(w), timeout: timeout, size: r.ContentLength, text: f == TextEnvelopes}
+	b := &Body{ReadCloser: r.Body, rc: http.NewResponseController(w), timeout: timeout, size: r.ContentLength}
 	b.set()
 	r.Body = b
 	return b
@@ -107,7 +95,7 @@ func (b *Body) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	b.read += int64(n)
 	if n > 0 && !b.whole && !b.over {
-		b.track(p[:n])
+		b.frames(p[:n])
 	}
 	switch {
 	case err == nil:
@@ -143,31 +131,8 @@ func (b *Body) clear() {
 	}
 }
 
-// track follows the envelopes in p: a message's first byte sets the
+// frames follows the envelopes in p: a message's first byte sets the
 // deadline, its last clears it.
-func (b *Body) track(p []byte) {
-	if !b.text {
-		b.frames(p)
-		return
-	}
-	for len(p) > 0 {
-		k := copy(b.quad[b.nquad:], p)
-		b.nquad += k
-		p = p[k:]
-		if b.nquad < 4 {
-			return
-		}
-		var out [3]byte
-		m, err := base64.StdEncoding.Decode(out[:], b.quad[:])
-		b.nquad = 0
-		if err != nil {
-			b.clear() // not gRPC-Web text: the backend will say so
-			return
-		}
-		b.frames(out[:m])
-	}
-}
-
 func (b *Body) frames(p []byte) {
 	for len(p) > 0 {
 		if !b.inMsg {
