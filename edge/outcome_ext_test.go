@@ -111,6 +111,9 @@ func TestAbandonedCallIsCanceledAndUnavailableNamesTheDependency(t *testing.T) {
 			http.NotFound(w, r)
 			return
 		}
+		// Read the request as real backends do: an HTTP/1.1 server notices
+		// a closed connection only once the body has been read.
+		_, _ = io.Copy(io.Discard, r.Body)
 		select {
 		case arrived <- struct{}{}:
 		default:

@@ -316,7 +316,13 @@ func wantError(t *testing.T, err error, code connect.Code, reason string) *conne
 
 func wantOutcomes(t *testing.T, f *front, want ...idempotency.Outcome) {
 	t.Helper()
-	if got := f.seen(); !slices.Equal(got, want) {
+	// The front notes an outcome after the step has answered, so the
+	// client may read the answer first: wait for the notes to catch up.
+	got := f.seen()
+	for deadline := time.Now().Add(10 * time.Second); len(got) < len(want) && time.Now().Before(deadline); got = f.seen() {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if !slices.Equal(got, want) {
 		t.Fatalf("outcomes %v, want %v", got, want)
 	}
 }
