@@ -106,6 +106,7 @@ func TestReplayedErrorIsCountedWithItsOwnCode(t *testing.T) {
 func TestAbandonedCallIsCanceledAndUnavailableNamesTheDependency(t *testing.T) {
 	iss := testkit.StartIssuer(t)
 	arrived := make(chan struct{}, 1)
+	release := make(chan struct{}) // ends the handlers at cleanup, whatever the edge did
 	slow := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != listOrgs {
 			http.NotFound(w, r)
@@ -118,7 +119,10 @@ func TestAbandonedCallIsCanceledAndUnavailableNamesTheDependency(t *testing.T) {
 		case arrived <- struct{}{}:
 		default:
 		}
-		<-r.Context().Done() // never answers
+		select { // never answers
+		case <-r.Context().Done():
+		case <-release:
+		}
 	}))
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
@@ -126,6 +130,7 @@ func TestAbandonedCallIsCanceledAndUnavailableNamesTheDependency(t *testing.T) {
 	slow.Config.Protocols = &protocols
 	slow.Start()
 	t.Cleanup(slow.Close)
+	t.Cleanup(func() { close(release) }) // runs before slow.Close
 	log := &logBuffer{}
 	e := testkit.StartEdgeWith(t, testkit.EdgeConfig(t, slow.URL, iss.URL()), testkit.EdgeOptions{Logger: slog.New(slog.NewJSONHandler(log, nil))})
 	tok := testkit.Token(t, iss.URL(), "free-leaver-hal")
