@@ -133,15 +133,20 @@ func (c *RedisCluster) MasterOf(t testing.TB, key string) *RedisServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	slots, err := cl.ClusterSlots(context.Background()).Result()
+	shards, err := cl.ClusterShards(context.Background()).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range slots {
-		if int64(r.Start) <= slot && slot <= int64(r.End) && len(r.Nodes) > 0 {
-			for _, n := range c.Nodes {
-				if n.Addr == r.Nodes[0].Addr {
-					return n
+	for _, sh := range shards {
+		for _, r := range sh.Slots {
+			if r.Start > slot || slot > r.End {
+				continue
+			}
+			for _, sn := range sh.Nodes {
+				for _, n := range c.Nodes {
+					if sn.Role == "master" && n.Addr == net.JoinHostPort(sn.IP, strconv.FormatInt(sn.Port, 10)) {
+						return n
+					}
 				}
 			}
 		}
