@@ -25,7 +25,7 @@ func ExampleStep_Serve() {
 	defer store.Close()
 	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{store.Addr()}})
 	defer rdb.Close()
-	step := idempotency.New(rdb, idempotency.Options{TTL: 24 * time.Hour, Timeout: 50 * time.Millisecond})
+	step := idempotency.New(rdb, idempotency.Options{TTL: 24 * time.Hour, Timeout: time.Second /* production: 50ms */})
 
 	const create = "/svc.v1.OrganizationService/CreateOrganization"
 	procs := classify.Procedures{create: false} // from config.Procedures()

@@ -23,7 +23,7 @@ var (
 func newEnvironments(t *testing.T, tg target, start time.Time) (*quota.Environments, *clock) {
 	t.Helper()
 	c := newClock(start)
-	return quota.NewEnvironments(tg.rdb, quota.WithClock(c.Now)), c
+	return quota.NewEnvironments(tg.rdb, quota.WithTimeout(redisDeadline), quota.WithClock(c.Now)), c
 }
 
 func reserve(t *testing.T, e *quota.Environments, subject string, plan quota.Quota, size quota.Size) *quota.Reservation {

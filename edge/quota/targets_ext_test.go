@@ -138,3 +138,8 @@ func (l *logs) String() string {
 }
 
 func (l *logs) count(substr string) int { return strings.Count(l.String(), substr) }
+
+// redisDeadline is the Redis deadline of tests that are not about
+// deadlines: a loaded CI machine running -race can take longer than the
+// production 50ms to answer, even from miniredis.
+const redisDeadline = 2 * time.Second

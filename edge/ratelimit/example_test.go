@@ -26,7 +26,7 @@ func ExampleLimiter_Allow() {
 	})
 	defer rdb.Close()
 	limiter := ratelimit.New(rdb, ratelimit.Options{
-		Timeout: 50 * time.Millisecond,
+		Timeout: time.Second, // production: 50ms (config redis.timeout)
 		Policy:  ratelimit.FailOpen,
 		Logger:  slog.Default(),
 	})
