@@ -44,6 +44,9 @@ func startStuckUpstream(t *testing.T) *stuckUpstream {
 		u.mu.Lock()
 		u.timeouts = append(u.timeouts, forwardedTimeout(r.Header))
 		u.mu.Unlock()
+		// Read the request, as real backends do: over HTTP/1.1 the server
+		// notices a closed connection only once the body is read.
+		_, _ = io.Copy(io.Discard, r.Body)
 		select {
 		case <-r.Context().Done():
 			u.cancelled <- struct{}{}
