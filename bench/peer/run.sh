@@ -11,7 +11,7 @@
 #   ROUNDS=3 DUR=10s bench/peer/run.sh        (knobs: those of the harness)
 set -eu
 HERE=$(cd "$(dirname "$0")" && pwd); PROJECT=$(cd "$HERE/../.." && pwd)
-HARNESS=${HARNESS:-/work/shared/bench/peer}
+HARNESS=${HARNESS:-$PROJECT/../shared/bench/peer}
 export TARGETS=${TARGETS:-"httputil httputil-h2c nginx edge redisrate"}
 WORK=${WORKDIR:-${TMPDIR:-/tmp}/peer-bench}; export WORKDIR=$WORK
 COPY=$WORK/harness; rm -rf "$COPY"; mkdir -p "$COPY" "$WORK/bin"; cp -r "$HARNESS"/. "$COPY"/
