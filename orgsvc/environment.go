@@ -167,6 +167,11 @@ func (s environments) WatchEnvironment(ctx context.Context, req *connect.Request
 				return err
 			}
 			if err := s.stillAllowed(ctx, e); err != nil {
+				// The organization may have gone between the two reads: its
+				// end, not the lost access, is what the watcher is told.
+				if done, rerr := reread(); done || rerr != nil {
+					return rerr
+				}
 				return err
 			}
 		}
