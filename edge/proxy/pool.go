@@ -79,7 +79,8 @@ type endpoint struct {
 
 // transports are an endpoint's connections of one generation.
 type transports struct {
-	h1, h2 *http.Transport
+	h1     *h1
+	h2     *http.Transport
 	retire time.Time // MaxConnAge: after this, a new generation
 }
 
@@ -123,25 +124,17 @@ func (p *Pool) Close() {
 
 func (p *Pool) newEndpoint(addr string) *endpoint {
 	e := &endpoint{addr: addr}
-	e.conns.Store(p.newTransports(time.Now()))
+	e.conns.Store(p.newTransports(addr, time.Now()))
 	return e
 }
 
-func (p *Pool) newTransports(now time.Time) *transports {
+func (p *Pool) newTransports(addr string, now time.Time) *transports {
 	dialer := &net.Dialer{Timeout: p.opts.DialTimeout, KeepAlive: 30 * time.Second}
-	t := &transports{
-		h1: &http.Transport{
-			DialContext: dialer.DialContext,
-			// Unary answers are small and the backend is near: compressing
-			// them costs both sides more than the bytes are worth, and the
-			// edge reads the answers it watches. A client's own
-			// Accept-Encoding still passes through.
-			DisableCompression:  true,
-			MaxIdleConnsPerHost: 256,
-			MaxIdleConns:        1024,
-			IdleConnTimeout:     90 * time.Second,
-		},
-	}
+	// Unary answers are small and the backend is near: neither transport
+	// asks for compressed answers (compressing costs both sides more than
+	// the bytes are worth, and the edge reads the answers it watches). A
+	// client's own Accept-Encoding still passes through.
+	t := &transports{h1: newH1(addr, p.opts.DialTimeout)}
 	var protocols http.Protocols
 	protocols.SetUnencryptedHTTP2(true)
 	t.h2 = &http.Transport{
@@ -168,7 +161,7 @@ func (p *Pool) newTransports(now time.Time) *transports {
 }
 
 func (t *transports) closeIdle() {
-	t.h1.CloseIdleConnections()
+	t.h1.closeIdle()
 	t.h2.CloseIdleConnections()
 }
 
@@ -176,19 +169,16 @@ func (t *transports) closeIdle() {
 // generation of connections when the current one is too old. The old
 // generation's calls finish on their connections, which are closed when
 // idle.
-func (e *endpoint) transport(p *Pool, h2 bool, now time.Time) *http.Transport {
+func (e *endpoint) transport(p *Pool, now time.Time) *transports {
 	t := e.conns.Load()
 	if !t.retire.IsZero() && now.After(t.retire) {
-		if fresh := p.newTransports(now); e.conns.CompareAndSwap(t, fresh) {
+		if fresh := p.newTransports(e.addr, now); e.conns.CompareAndSwap(t, fresh) {
 			t.closeIdle()
 			time.AfterFunc(30*time.Second, t.closeIdle) // what was busy a moment ago
 		}
 		t = e.conns.Load()
 	}
-	if h2 {
-		return t.h2
-	}
-	return t.h1
+	return t
 }
 
 func (e *endpoint) isEjected(now int64) bool { return e.ejected.Load() > now }
@@ -232,7 +222,15 @@ func (p *Pool) RoundTrip(req *http.Request) (*http.Response, error) {
 		out.URL.Host = e.addr
 		e.inflight.Add(1)
 		e.calls.Add(1)
-		res, err := e.transport(p, h2, now).RoundTrip(out)
+		var (
+			res *http.Response
+			err error
+		)
+		if t := e.transport(p, now); h2 {
+			res, err = t.h2.RoundTrip(out)
+		} else {
+			res, err = t.h1.roundTrip(out, mem)
+		}
 		if err == nil {
 			e.fails.Store(0)
 			res.Body = &endpointBody{ReadCloser: res.Body, e: e}

@@ -2,11 +2,11 @@
 // protocol: bodies stream through, trailers arrive intact, hop-by-hop
 // headers stay behind. gRPC calls and streams go over cleartext HTTP/2 (gRPC
 // needs trailers; a stream needs each message flushed at once); every other
-// call goes over pooled HTTP/1.1 connections, which cost the backend and the
-// edge less, and its answer is copied without a flush per write. A Pool
-// spreads the calls over every backend. The proxy is two
-// httputil.ReverseProxy with their hooks set; the edge supplies how to
-// answer errors.
+// call goes over pooled HTTP/1.1 connections (fasthttp's pool and codec,
+// h1.go), which cost the backend and the edge less, and its answer is
+// copied without a flush per write. A Pool spreads the calls over every
+// backend. The proxy is two httputil.ReverseProxy with their hooks set; the
+// edge supplies how to answer errors.
 package proxy
 
 import (

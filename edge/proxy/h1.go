@@ -1,0 +1,244 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// MaxUnaryAnswer bounds a unary answer read from a backend over HTTP/1.1:
+// such an answer is read whole before it is passed on (the proxy then
+// writes it in one go). A larger one fails the call with an error, as an
+// unreachable backend does.
+const MaxUnaryAnswer = 32 << 20
+
+// maxUnaryTimeout is the longest a call without a deadline of its own may
+// wait for its answer. Every call the edge forwards has one
+// (requests.max_*_timeout); this is a backstop.
+const maxUnaryTimeout = 10 * time.Minute
+
+// errAnswerTooLarge is a unary answer over MaxUnaryAnswer.
+var errAnswerTooLarge = fmt.Errorf("the backend's answer is over %d bytes", MaxUnaryAnswer)
+
+// h1 sends unary calls to one backend over pooled HTTP/1.1 connections.
+//
+// It is net/http's RoundTripper contract on fasthttp's connection pool and
+// HTTP/1.1 codec: the call is written and its answer read on the caller's
+// goroutine, with no reader and writer goroutines per connection and no
+// header maps for the wire. Against http.Transport this halves what the
+// edge spends on a unary call's hop to the backend (docs/benchmarks.md).
+// Its own parts are what fasthttp's client leaves out: the call's context
+// (a cancelled call or a passed deadline closes its connection, so the
+// backend sees the call end), and the answer as an *http.Response.
+type h1 struct {
+	hc *fasthttp.HostClient
+}
+
+func newH1(addr string, dialTimeout time.Duration) *h1 {
+	dialer := &net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}
+	return &h1{hc: &fasthttp.HostClient{
+		Addr: addr,
+		Dial: func(addr string) (net.Conn, error) { return dialer.Dial("tcp", addr) },
+		// No limit of their own beyond the backend's: as many connections
+		// as calls in flight, as http.Transport does.
+		MaxConns:                      1 << 16,
+		MaxIdleConnDuration:           90 * time.Second,
+		MaxResponseBodySize:           MaxUnaryAnswer,
+		NoDefaultUserAgentHeader:      true,
+		DisableHeaderNamesNormalizing: true,
+		DisablePathNormalizing:        true,
+	}}
+}
+
+// closeIdle closes the idle connections.
+func (t *h1) closeIdle() { t.hc.CloseIdleConnections() }
+
+// hopHeaders are the hop-by-hop headers, and Expect: the whole body goes
+// at once, so nothing waits for 100 Continue. httputil.ReverseProxy has
+// removed them already; a direct caller may not have.
+var hopHeaders = map[string]bool{
+	"Connection": true, "Proxy-Connection": true, "Keep-Alive": true, "Proxy-Authenticate": true,
+	"Proxy-Authorization": true, "Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
+	"Expect": true, "Content-Length": true, "Host": true,
+}
+
+// roundTrip sends r, whose body is mem when mem is not nil (it can then
+// be sent again on a fresh connection if a pooled one turns out closed).
+func (t *h1) roundTrip(r *http.Request, mem []byte) (*http.Response, error) {
+	req := fasthttp.AcquireRequest()
+	defer fasthttp.ReleaseRequest(req)
+	req.Header.DisableNormalizing()
+	req.Header.SetMethod(r.Method)
+	req.SetRequestURI(r.URL.RequestURI())
+	host := r.Host
+	if host == "" {
+		host = r.URL.Host
+	}
+	req.Header.SetHost(host)
+	for k, vs := range r.Header {
+		if hopHeaders[k] {
+			continue
+		}
+		for _, v := range vs {
+			req.Header.Add(k, v)
+		}
+	}
+	switch {
+	case mem != nil:
+		req.SetBodyRaw(mem)
+	case r.Body != nil && r.Body != http.NoBody:
+		n := int(r.ContentLength)
+		if r.ContentLength <= 0 {
+			n = -1 // chunked
+		}
+		req.SetBodyStream(r.Body, n)
+	}
+
+	// The call's context ends it (its deadline or its client leaving: the
+	// connection is cut, exchange); the connection's own deadline, a
+	// little later, is a backstop.
+	ctx := r.Context()
+	deadline, ok := ctx.Deadline()
+	if ok {
+		deadline = deadline.Add(time.Second)
+	} else {
+		deadline = time.Now().Add(maxUnaryTimeout)
+	}
+	res := fasthttp.AcquireResponse()
+	res.Header.SetNoDefaultContentType(true)
+	res.SkipBody = r.Method == http.MethodHead
+	for attempt := 0; ; attempt++ {
+		if err := ctx.Err(); err != nil {
+			fasthttp.ReleaseResponse(res)
+			return nil, err
+		}
+		reused, err := t.exchange(ctx, req, res, deadline)
+		if err == nil {
+			break
+		}
+		// A pooled connection the backend had closed fails before any
+		// answer: send the call again on a new one, when its body can be.
+		if reused && attempt == 0 && (mem != nil || r.Body == nil || r.Body == http.NoBody) && closedBeforeAnswer(err) {
+			continue
+		}
+		fasthttp.ReleaseResponse(res)
+		if cerr := ctx.Err(); cerr != nil {
+			return nil, cerr
+		}
+		return nil, err
+	}
+	return toResponse(r, res), nil
+}
+
+// exchange writes req on a pooled connection and reads its answer,
+// closing the connection if ctx ends first. reused tells whether the
+// connection had served calls before.
+func (t *h1) exchange(ctx context.Context, req *fasthttp.Request, res *fasthttp.Response, deadline time.Time) (reused bool, err error) {
+	cc, err := t.hc.AcquireConn(time.Until(deadline), false)
+	if err != nil {
+		return false, err
+	}
+	conn := cc.Conn()
+	reused = !cc.LastUseTime().IsZero()
+	if err := conn.SetDeadline(deadline); err != nil {
+		t.hc.CloseConn(cc)
+		return reused, err
+	}
+	var cut cutOnce
+	stop := context.AfterFunc(ctx, func() { cut.do(conn) })
+	bw := t.hc.AcquireWriter(conn)
+	err = req.Write(bw)
+	if err == nil {
+		err = bw.Flush()
+	}
+	t.hc.ReleaseWriter(bw)
+	if err == nil {
+		br := t.hc.AcquireReader(conn)
+		err = res.ReadLimitBody(br, MaxUnaryAnswer)
+		t.hc.ReleaseReader(br)
+	}
+	if !stop() || err != nil || res.ConnectionClose() {
+		// The context ended (the connection may be cut), or the
+		// connection is not fit for another call.
+		t.hc.CloseConn(cc)
+	} else {
+		t.hc.ReleaseConn(cc)
+	}
+	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
+		err = errAnswerTooLarge
+	}
+	return reused, err
+}
+
+// cutOnce closes a connection from the context's goroutine: its deadline
+// in the past makes the call's read or write return at once.
+type cutOnce struct{ once sync.Once }
+
+func (c *cutOnce) do(conn net.Conn) {
+	c.once.Do(func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
+}
+
+// closedBeforeAnswer reports an error of a connection that ended before
+// any of the answer arrived.
+func closedBeforeAnswer(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, fasthttp.ErrConnectionClosed) ||
+		errors.Is(err, net.ErrClosed) || isReset(err)
+}
+
+func isReset(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && (op.Op == "read" || op.Op == "write") && !op.Timeout()
+}
+
+// toResponse turns fasthttp's answer into net/http's. The answer's body
+// stays in res until the response's Body is closed.
+func toResponse(r *http.Request, res *fasthttp.Response) *http.Response {
+	h := make(http.Header, res.Header.Len())
+	for k, v := range res.Header.All() {
+		key := string(k)
+		if hopHeaders[key] && key != "Content-Length" {
+			continue
+		}
+		h[key] = append(h[key], string(v))
+	}
+	body := res.Body()
+	h["Content-Length"] = []string{strconv.Itoa(len(body))}
+	out := &http.Response{
+		Status:        strconv.Itoa(res.StatusCode()) + " " + http.StatusText(res.StatusCode()),
+		StatusCode:    res.StatusCode(),
+		Proto:         "HTTP/1.1",
+		ProtoMajor:    1,
+		ProtoMinor:    1,
+		Header:        h,
+		ContentLength: int64(len(body)),
+		Request:       r,
+	}
+	b := &answerBody{res: res}
+	b.Reader.Reset(body)
+	out.Body = b
+	return out
+}
+
+// answerBody reads an answer held by fasthttp, and gives it back on Close.
+type answerBody struct {
+	bytes.Reader
+	res  *fasthttp.Response
+	once sync.Once
+}
+
+func (b *answerBody) Close() error {
+	b.once.Do(func() {
+		b.Reader.Reset(nil)
+		fasthttp.ReleaseResponse(b.res)
+	})
+	return nil
+}

@@ -1,0 +1,232 @@
+package proxy_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/orgedge/edge/edge/proxy"
+)
+
+// unaryPool is a pool on one backend, whose calls all go over HTTP/1.1.
+func unaryPool(t *testing.T, backend string) *proxy.Pool {
+	t.Helper()
+	u, err := url.Parse(backend)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := proxy.NewPool(proxy.PoolOptions{Upstreams: []*url.URL{u}, DialTimeout: 2 * time.Second})
+	t.Cleanup(p.Close)
+	return p
+}
+
+func post(t *testing.T, ctx context.Context, backend, body string) *http.Request {
+	t.Helper()
+	r, err := http.NewRequestWithContext(ctx, "POST", backend+"/svc.v1.OrganizationService/GetOrganization?x=1", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Header.Set("Content-Type", "application/json")
+	return r
+}
+
+// A unary call reaches the backend as it was sent (method, path and query,
+// Host, headers, body), without hop-by-hop headers; its answer comes back
+// whole, with the backend's status and headers in net/http's canonical
+// form, even when the backend writes them in lower case.
+func TestHTTP1CallsAndAnswersPassWhole(t *testing.T) {
+	type seen struct {
+		method, uri, host, body string
+		header                  http.Header
+	}
+	got := make(chan seen, 1)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got <- seen{r.Method, r.RequestURI, r.Host, string(b), r.Header.Clone()}
+		w.Header()["x-lower"] = []string{"v"} // as a non-Go backend may write it
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusTeapot)
+		_, _ = io.WriteString(w, `{"organization":{}}`)
+	}))
+	defer up.Close()
+	r := post(t, context.Background(), up.URL, `{"id":"org_1"}`)
+	r.Host = "api.example.com"
+	r.Header.Set("X-Tenant", "tenant-a")
+	r.Header.Add("X-Many", "1")
+	r.Header.Add("X-Many", "2")
+	r.Header.Set("Te", "trailers")
+	r.Header.Set("Upgrade", "websocket")
+	res, err := unaryPool(t, up.URL).RoundTrip(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	_ = res.Body.Close()
+	if res.StatusCode != http.StatusTeapot || string(body) != `{"organization":{}}` || res.ContentLength != int64(len(body)) {
+		t.Errorf("answer %d %q (length %d), want 418 and the backend's body", res.StatusCode, body, res.ContentLength)
+	}
+	if res.Header.Get("X-Lower") != "v" || res.Header.Get("Content-Type") != "application/json" {
+		t.Errorf("answer headers %v, want X-Lower and Content-Type", res.Header)
+	}
+	s := <-got
+	if s.method != "POST" || s.uri != "/svc.v1.OrganizationService/GetOrganization?x=1" || s.host != "api.example.com" || s.body != `{"id":"org_1"}` {
+		t.Errorf("backend got %s %s Host %s body %q", s.method, s.uri, s.host, s.body)
+	}
+	if s.header.Get("X-Tenant") != "tenant-a" || strings.Join(s.header.Values("X-Many"), ",") != "1,2" {
+		t.Errorf("backend got headers %v, want X-Tenant and both X-Many", s.header)
+	}
+	if s.header.Get("Te") != "" || s.header.Get("Upgrade") != "" || s.header.Get("User-Agent") != "" {
+		t.Errorf("backend got hop-by-hop or added headers: %v", s.header)
+	}
+}
+
+// A body larger than what the pool reads first streams to the backend,
+// with or without a length.
+func TestHTTP1LargeAndChunkedBodiesStream(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, _ := io.Copy(io.Discard, r.Body)
+		fmt.Fprintf(w, "%d %v", n, r.TransferEncoding)
+	}))
+	defer up.Close()
+	p := unaryPool(t, up.URL)
+	big := strings.Repeat("x", 200<<10)
+	for _, c := range []struct {
+		name   string
+		length int64
+		want   string
+	}{{"with a length", int64(len(big)), fmt.Sprintf("%d []", len(big))}, {"chunked", -1, fmt.Sprintf("%d [chunked]", len(big))}} {
+		t.Run(c.name, func(t *testing.T) {
+			r := post(t, context.Background(), up.URL, "")
+			r.Body, r.ContentLength = io.NopCloser(strings.NewReader(big)), c.length
+			res, err := p.RoundTrip(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(res.Body)
+			_ = res.Body.Close()
+			if string(b) != c.want {
+				t.Errorf("backend read %q, want %q", b, c.want)
+			}
+		})
+	}
+}
+
+// A call whose pooled connection the backend has closed meanwhile (its
+// idle timeout) is sent again on a new connection: the caller sees its
+// answer, not an error.
+func TestHTTP1CallOnAConnectionTheBackendClosedIsSentAgain(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var conns atomic.Int32
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			n := conns.Add(1)
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				req, err := http.ReadRequest(br)
+				if err != nil {
+					return
+				}
+				_, _ = io.Copy(io.Discard, req.Body)
+				_, _ = fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n%d", n)
+				// ... and the connection closes after one answer, without
+				// saying so (no Connection: close).
+			}()
+		}
+	}()
+	backend := "http://" + ln.Addr().String()
+	p := unaryPool(t, backend)
+	for i := 1; i <= 3; i++ {
+		res, err := p.RoundTrip(post(t, context.Background(), backend, `{"id":"org_1"}`))
+		if err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		_ = res.Body.Close()
+		if want := fmt.Sprint(i); string(b) != want {
+			t.Fatalf("call %d answered on connection %s, want %s", i, b, want)
+		}
+	}
+}
+
+// A call whose context ends (its deadline, or its client leaving) ends at
+// once, with the context's error, and the backend sees its request end.
+func TestHTTP1CallEndsWithItsContext(t *testing.T) {
+	ended := make(chan error, 2)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body) // (net/http notices a client gone once the body is in)
+		select {
+		case <-r.Context().Done():
+			ended <- r.Context().Err()
+		case <-time.After(time.Minute):
+			ended <- errors.New("the backend's call was not cancelled")
+		}
+	}))
+	defer up.Close()
+	p := unaryPool(t, up.URL)
+	for _, c := range []struct {
+		name string
+		ctx  func() (context.Context, context.CancelFunc)
+		want error
+	}{
+		{"deadline", func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), 100*time.Millisecond)
+		}, context.DeadlineExceeded},
+		{"cancel", func() (context.Context, context.CancelFunc) {
+			ctx, cancel := context.WithCancel(context.Background())
+			time.AfterFunc(100*time.Millisecond, cancel)
+			return ctx, cancel
+		}, context.Canceled},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := c.ctx()
+			defer cancel()
+			_, err := p.RoundTrip(post(t, ctx, up.URL, `{}`))
+			if !errors.Is(err, c.want) {
+				t.Errorf("RoundTrip: %v, want %v", err, c.want)
+			}
+			if err := <-ended; !errors.Is(err, context.Canceled) {
+				t.Errorf("backend: %v, want its request cancelled", err)
+			}
+		})
+	}
+}
+
+// An answer over proxy.MaxUnaryAnswer fails the call rather than being
+// held in memory.
+func TestHTTP1AnswerOverTheBoundFails(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(w, io.LimitReader(zeros{}, proxy.MaxUnaryAnswer+1))
+	}))
+	defer up.Close()
+	res, err := unaryPool(t, up.URL).RoundTrip(post(t, context.Background(), up.URL, `{}`))
+	if err == nil {
+		_ = res.Body.Close()
+		t.Fatal("an answer over the bound was passed on")
+	}
+	if !strings.Contains(err.Error(), "answer is over") {
+		t.Errorf("error %q, want one naming the answer's size", err)
+	}
+}
+
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
