@@ -70,6 +70,11 @@ type TLS struct {
 type Admin struct {
 	// Addr is host:port. Default 127.0.0.1:9090. Env EDGE_ADMIN_ADDR.
 	Addr string `yaml:"addr"`
+	// Pprof serves Go's profiles under /debug/pprof/ on this listener
+	// (CPU, heap, goroutines: what a profile of a live edge needs). Off by
+	// default: a profile costs CPU while it runs and shows internals. On in
+	// the development mode.
+	Pprof bool `yaml:"pprof"`
 }
 
 // Upstream is the backend the edge forwards to: gRPC calls and streams

@@ -193,7 +193,7 @@ func NewApp(cfg *config.Config, log *slog.Logger, version string, opts ...AppOpt
 	}
 	a.admin = &http.Server{
 		Addr:              cfg.Admin.Addr,
-		Handler:           adminMux(AdminHandler(reg, checks...), newOperator(limits, auth, log, cfg.Admin.Addr, settle)),
+		Handler:           adminMux(AdminHandler(reg, checks...), newOperator(limits, auth, log, cfg.Admin.Addr, settle), cfg.Admin.Pprof),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      30 * time.Second,

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"strings"
 	"time"
 
@@ -63,10 +64,17 @@ func loopbackAddr(addr string) bool {
 }
 
 // adminMux serves the operator API beside the admin handler's paths.
-func adminMux(admin http.Handler, o *operator) http.Handler {
+func adminMux(admin http.Handler, o *operator, profiles bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/", admin)
 	o.register(mux)
+	if profiles {
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	}
 	return mux
 }
 

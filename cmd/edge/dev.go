@@ -63,6 +63,7 @@ func startDev(ctx context.Context, dataDir, version string) (*devStack, error) {
 	}
 	cfg := config.Default()
 	cfg.Listen.Addr, cfg.Admin.Addr = devAPIAddr, devAdminAddr
+	cfg.Admin.Pprof = true
 	cfg.Upstream.URL = "http://" + devBackendAddr
 	cfg.Upstream.AdminURL = "http://" + devBackendAdminAddr // reconciliation of quotas
 	cfg.OIDC.IssuerURL = d.issuer.URL()
