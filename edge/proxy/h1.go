@@ -199,14 +199,15 @@ func isReset(err error) bool {
 	return errors.As(err, &op) && (op.Op == "read" || op.Op == "write") && !op.Timeout()
 }
 
-// toResponse turns fasthttp's answer into net/http's. The answer's body
-// stays in res until the response's Body is closed.
+// toResponse turns fasthttp's answer into net/http's, hop-by-hop headers
+// included, as http.Transport does (the proxy removes them). The answer's
+// body stays in res until the response's Body is closed.
 func toResponse(r *http.Request, res *fasthttp.Response) *http.Response {
 	h := make(http.Header, res.Header.Len())
 	for k, v := range res.Header.All() {
-		key := string(k)
-		if hopHeaders[key] && key != "Content-Length" {
-			continue
+		key := string(k) // in canonical form: fasthttp normalizes answers' header names
+		if key == "Transfer-Encoding" || key == "Content-Length" {
+			continue // the body is whole: its length is set below
 		}
 		h[key] = append(h[key], string(v))
 	}

@@ -230,3 +230,55 @@ func TestHTTP1AnswerOverTheBoundFails(t *testing.T) {
 type zeros struct{}
 
 func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
+
+// A unary call the proxy forwards whole carries the client's headers less
+// the hop-by-hop ones (and those its Connection header names), the edge's
+// internal ones and the client's X-Forwarded-*, which the proxy sets from
+// what it saw; the answer loses its hop-by-hop headers too.
+func TestWholeAnswerCallsForwardOnlyEndToEndHeaders(t *testing.T) {
+	got := make(chan *http.Request, 1)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r
+		w.Header().Set("Connection", "X-Hop")
+		w.Header().Set("X-Hop", "1")
+		w.Header().Set("Keep-Alive", "timeout=5")
+		w.Header().Set("X-Kept", "1")
+		_, _ = io.WriteString(w, "{}")
+	}))
+	defer up.Close()
+	u, _ := url.Parse(up.URL)
+	p := proxy.New(proxy.Options{Upstream: u})
+	r := httptest.NewRequest("POST", "http://api.example.com/svc.v1.OrganizationService/GetOrganization?a=1;b=2&c=3", strings.NewReader("{}"))
+	r.RemoteAddr = "192.0.2.7:4321"
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set("Connection", "X-Secret, keep-alive")
+	r.Header.Set("X-Secret", "s")
+	r.Header.Set("Keep-Alive", "timeout=5")
+	r.Header.Set("X-Edge-Subject", "forged")
+	r.Header.Set("X-Forwarded-For", "203.0.113.1")
+	r.Header.Set("Forwarded", "for=203.0.113.1")
+	r.Header.Set("X-Tenant", "tenant-a")
+	rec := httptest.NewRecorder()
+	p.ServeHTTP(rec, r)
+	in := <-got
+	for _, h := range []string{"Connection", "X-Secret", "Keep-Alive", "X-Edge-Subject", "Forwarded"} {
+		if v := in.Header.Get(h); v != "" {
+			t.Errorf("backend got %s: %q", h, v)
+		}
+	}
+	if in.Header.Get("X-Forwarded-For") != "192.0.2.7" || in.Header.Get("X-Forwarded-Host") != "api.example.com" ||
+		in.Header.Get("X-Forwarded-Proto") != "http" || in.Header.Get("X-Tenant") != "tenant-a" {
+		t.Errorf("backend got %v", in.Header)
+	}
+	if in.URL.RawQuery != "c=3" {
+		t.Errorf("backend got query %q, want the parameters that parse (c=3)", in.URL.RawQuery)
+	}
+	if rec.Code != http.StatusOK || rec.Body.String() != "{}" || rec.Header().Get("X-Kept") != "1" {
+		t.Errorf("client got %d %q %v", rec.Code, rec.Body, rec.Header())
+	}
+	for _, h := range []string{"Connection", "X-Hop", "Keep-Alive"} {
+		if v := rec.Header().Get(h); v != "" {
+			t.Errorf("client got the answer's %s: %q", h, v)
+		}
+	}
+}

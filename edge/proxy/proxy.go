@@ -11,8 +11,11 @@ package proxy
 
 import (
 	"context"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/textproto"
 	"net/url"
 	"strconv"
 	"strings"
@@ -52,6 +55,12 @@ const MaxStreamBuffer = 256 << 10
 type Proxy struct {
 	unary, stream *httputil.ReverseProxy
 	isStream      func(*http.Request) bool
+
+	// What the direct path for whole answers (serveWhole) needs.
+	upstream       url.URL
+	transport      http.RoundTripper
+	modifyResponse func(*http.Response) error
+	errorHandler   func(http.ResponseWriter, *http.Request, error)
 }
 
 // New returns the reverse proxy.
@@ -83,20 +92,140 @@ func New(o Options) *Proxy {
 	if isStream == nil {
 		isStream = func(*http.Request) bool { return false }
 	}
+	errorHandler := o.ErrorHandler
+	if errorHandler == nil {
+		errorHandler = func(w http.ResponseWriter, _ *http.Request, _ error) { w.WriteHeader(http.StatusBadGateway) }
+	}
 	return &Proxy{
-		unary:    newProxy(0), // the server flushes once, at the end
-		stream:   newProxy(-1),
-		isStream: isStream,
+		unary:          newProxy(0), // the server flushes once, at the end
+		stream:         newProxy(-1),
+		isStream:       isStream,
+		upstream:       upstream,
+		transport:      o.Transport,
+		modifyResponse: o.ModifyResponse,
+		errorHandler:   errorHandler,
 	}
 }
 
 // ServeHTTP forwards one call.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if p.isStream(r) {
+	switch {
+	case p.isStream(r):
 		p.stream.ServeHTTP(w, r)
+	case IsGRPC(r):
+		p.unary.ServeHTTP(w, r) // trailers
+	default:
+		p.serveWhole(w, r)
+	}
+}
+
+// serveWhole forwards a unary call whose answer has no trailers (Connect
+// unary, HTTP/JSON, gRPC-Web): what httputil.ReverseProxy does for it,
+// without what such a call never needs (a deep copy of the request,
+// 1xx answers, trailers, upgrades, periodic flushes), since this is the
+// edge's most frequent path. The outgoing headers are the client's less
+// the hop-by-hop ones, the edge's internal ones and any Forwarded or
+// X-Forwarded-*, which are set from what the edge saw.
+func (p *Proxy) serveWhole(w http.ResponseWriter, r *http.Request) {
+	out := new(http.Request)
+	*out = *r
+	u := *r.URL
+	u.Scheme, u.Host = p.upstream.Scheme, p.upstream.Host
+	if strings.Contains(u.RawQuery, ";") {
+		q, _ := url.ParseQuery(u.RawQuery) // drops what does not parse, as ReverseProxy does
+		u.RawQuery = q.Encode()
+	}
+	out.URL, out.Host, out.Close = &u, "", false
+	if r.ContentLength == 0 {
+		out.Body = nil
+	}
+	out.Header = outgoingHeader(r)
+	forwardTimeout(r.Context(), out.Header)
+
+	res, err := p.transport.RoundTrip(out)
+	if err != nil {
+		p.errorHandler(w, out, err)
 		return
 	}
-	p.unary.ServeHTTP(w, r)
+	removeHopByHop(res.Header)
+	if p.modifyResponse != nil {
+		if err := p.modifyResponse(res); err != nil {
+			_ = res.Body.Close()
+			p.errorHandler(w, out, err)
+			return
+		}
+	}
+	dst := w.Header()
+	for k, vs := range res.Header {
+		dst[k] = append(dst[k], vs...)
+	}
+	w.WriteHeader(res.StatusCode)
+	buf := buffers.Get()
+	_, err = io.CopyBuffer(w, res.Body, buf)
+	buffers.Put(buf)
+	_ = res.Body.Close()
+	if err != nil {
+		// The answer is cut: the client must not take it for whole.
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// hopByHop are the headers of one connection, not of the call (RFC 9110
+// 7.6.1), and those net/http handles itself.
+var hopByHop = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
+
+// dropped are the request headers never forwarded as the client sent them.
+var dropped = func() map[string]bool {
+	m := map[string]bool{"Forwarded": true, "X-Forwarded-For": true, "X-Forwarded-Host": true, "X-Forwarded-Proto": true}
+	for _, h := range hopByHop {
+		m[h] = true
+	}
+	for _, h := range internalHeaders {
+		m[h] = true
+	}
+	return m
+}()
+
+// outgoingHeader is the header of r's forwarded call.
+func outgoingHeader(r *http.Request) http.Header {
+	h := make(http.Header, len(r.Header)+3)
+	for k, vs := range r.Header {
+		if !dropped[k] {
+			h[k] = vs
+		}
+	}
+	for _, c := range r.Header["Connection"] { // and the headers it names
+		for _, name := range strings.Split(c, ",") {
+			if name = textproto.TrimString(name); name != "" {
+				delete(h, http.CanonicalHeaderKey(name))
+			}
+		}
+	}
+	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		h["X-Forwarded-For"] = []string{ip}
+	}
+	h["X-Forwarded-Host"] = []string{r.Host}
+	if r.TLS != nil {
+		h["X-Forwarded-Proto"] = []string{"https"}
+	} else {
+		h["X-Forwarded-Proto"] = []string{"http"}
+	}
+	return h
+}
+
+// removeHopByHop removes an answer's hop-by-hop headers.
+func removeHopByHop(h http.Header) {
+	for _, c := range h["Connection"] {
+		for _, name := range strings.Split(c, ",") {
+			if name = textproto.TrimString(name); name != "" {
+				h.Del(name)
+			}
+		}
+	}
+	for _, k := range hopByHop {
+		delete(h, k)
+	}
 }
 
 // IsGRPC reports a gRPC call (not gRPC-Web), which needs HTTP/2 to the
