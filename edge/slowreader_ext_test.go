@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"testing"
@@ -132,7 +134,7 @@ func TestClientsThatStopReadingHoldBoundedMemoryAndTheirStreamsEnd(t *testing.T)
 	// again: its leases were freed.
 	m := testkit.Scrape(t, metrics)
 	if m.Sum("edge_open_streams") != 1 {
-		t.Errorf("open streams %v, want the idle one", m.Sum("edge_open_streams"))
+		t.Errorf("open streams %v, want the idle one; the idle stream ended with: %s", m.Sum("edge_open_streams"), howItEnded(idle))
 	}
 	for _, w := range ways {
 		res := open(w, true)
@@ -164,4 +166,27 @@ func heapOf(t *testing.T, debug string) childHeap {
 		t.Fatal(err)
 	}
 	return h
+}
+
+// howItEnded reads what is left of a stream the edge ended: its last bytes
+// (a Connect end-of-stream message carries the error) and the read's error.
+func howItEnded(res *http.Response) string {
+	type end struct {
+		tail []byte
+		err  error
+	}
+	done := make(chan end, 1)
+	go func() {
+		b, err := io.ReadAll(res.Body)
+		if len(b) > 300 {
+			b = b[len(b)-300:]
+		}
+		done <- end{b, err}
+	}()
+	select {
+	case e := <-done:
+		return fmt.Sprintf("last bytes %q, read error %v", e.tail, e.err)
+	case <-time.After(5 * time.Second):
+		return "(still open after all: nothing read for 5 s)"
+	}
 }
