@@ -88,11 +88,35 @@ func open(ctx context.Context, driver, dsn string, d *dialect, maxConns int, opt
 	db.SetConnMaxIdleTime(5 * time.Minute)
 	db.SetConnMaxLifetime(time.Hour)
 	s := &sqlStore{db: db, d: d}
-	if err := db.PingContext(ctx); err != nil {
+	if err := ping(ctx, db, d); err != nil {
 		return nil, errors.Join(fmt.Errorf("store: connect to %s: %w", d.name, err), db.Close())
 	}
 	if err := s.migrate(ctx, time.Now().UnixMicro()); err != nil {
 		return nil, errors.Join(fmt.Errorf("store: migrate %s: %w", d.name, err), db.Close())
 	}
 	return s, nil
+}
+
+// busyWait bounds how long opening waits for a SQLite database that other
+// processes are opening at the same moment.
+const busyWait = 10 * time.Second
+
+// ping makes the first connection. A new SQLite connection switches the
+// file to WAL mode, and while another process's connection does the same
+// SQLite answers SQLITE_BUSY at once, without waiting its busy timeout:
+// that first connection is tried again, for up to busyWait. Any other error
+// is returned at once.
+func ping(ctx context.Context, db *sql.DB, d *dialect) error {
+	deadline := time.Now().Add(busyWait)
+	for wait := 5 * time.Millisecond; ; wait = min(2*wait, 200*time.Millisecond) {
+		err := db.PingContext(ctx)
+		if err == nil || d != sqliteDialect || !strings.Contains(err.Error(), "SQLITE_BUSY") || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(err, ctx.Err())
+		case <-time.After(wait):
+		}
+	}
 }
