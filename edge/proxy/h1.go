@@ -121,13 +121,18 @@ func (t *h1) roundTrip(r *http.Request, mem []byte) (*http.Response, error) {
 			fasthttp.ReleaseResponse(res)
 			return nil, err
 		}
-		reused, err := t.exchange(ctx, req, res, deadline)
+		reused, wrote, err := t.exchange(ctx, req, res, deadline)
 		if err == nil {
 			break
 		}
-		// A pooled connection the backend had closed fails before any
-		// answer: send the call again on a new one, when its body can be.
-		if reused && attempt == 0 && (mem != nil || r.Body == nil || r.Body == http.NoBody) && closedBeforeAnswer(err) {
+		// A pooled connection that the backend closed just before the call
+		// (an idle one it closed a while ago is noticed before use) fails
+		// before any answer. The call is sent again on a new connection if
+		// its body can be, and if the backend cannot have acted on it: the
+		// call did not leave whole, or may be repeated (as http.Transport
+		// decides: an idempotent method, or an Idempotency-Key).
+		if reused && attempt == 0 && (mem != nil || r.Body == nil || r.Body == http.NoBody) && closedBeforeAnswer(err) &&
+			(!wrote || repeatable(r)) {
 			continue
 		}
 		fasthttp.ReleaseResponse(res)
@@ -141,17 +146,27 @@ func (t *h1) roundTrip(r *http.Request, mem []byte) (*http.Response, error) {
 
 // exchange writes req on a pooled connection and reads its answer,
 // closing the connection if ctx ends first. reused tells whether the
-// connection had served calls before.
-func (t *h1) exchange(ctx context.Context, req *fasthttp.Request, res *fasthttp.Response, deadline time.Time) (reused bool, err error) {
+// connection had served calls before, wrote whether the call left whole.
+func (t *h1) exchange(ctx context.Context, req *fasthttp.Request, res *fasthttp.Response, deadline time.Time) (reused, wrote bool, err error) {
+	// A pooled connection idle for a while is checked first: the backend
+	// may have closed it meanwhile (its idle timeout).
 	cc, err := t.hc.AcquireConn(time.Until(deadline), false)
+	for tries := 0; err == nil && tries < 8; tries++ {
+		last := cc.LastUseTime()
+		if last.IsZero() || time.Since(last) < idleCheckAfter || !closedWhileIdle(cc.Conn()) {
+			break
+		}
+		t.hc.CloseConn(cc)
+		cc, err = t.hc.AcquireConn(time.Until(deadline), false)
+	}
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
 	conn := cc.Conn()
 	reused = !cc.LastUseTime().IsZero()
 	if err := conn.SetDeadline(deadline); err != nil {
 		t.hc.CloseConn(cc)
-		return reused, err
+		return reused, false, err
 	}
 	var cut cutOnce
 	stop := context.AfterFunc(ctx, func() { cut.do(conn) })
@@ -162,6 +177,7 @@ func (t *h1) exchange(ctx context.Context, req *fasthttp.Request, res *fasthttp.
 	}
 	t.hc.ReleaseWriter(bw)
 	if err == nil {
+		wrote = true
 		br := t.hc.AcquireReader(conn)
 		err = res.ReadLimitBody(br, MaxUnaryAnswer)
 		t.hc.ReleaseReader(br)
@@ -176,8 +192,14 @@ func (t *h1) exchange(ctx context.Context, req *fasthttp.Request, res *fasthttp.
 	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
 		err = errAnswerTooLarge
 	}
-	return reused, err
+	return reused, wrote, err
 }
+
+// idleCheckAfter is how long a pooled connection must have been idle for
+// exchange to check that the backend has not closed it meanwhile (one
+// non-blocking peek). Busy connections are not checked: the check is a
+// system call, and a connection in use a moment ago is very likely open.
+var idleCheckAfter = time.Second
 
 // cutOnce closes a connection from the context's goroutine: its deadline
 // in the past makes the call's read or write return at once.
@@ -192,6 +214,17 @@ func (c *cutOnce) do(conn net.Conn) {
 func closedBeforeAnswer(err error) bool {
 	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, fasthttp.ErrConnectionClosed) ||
 		errors.Is(err, net.ErrClosed) || isReset(err)
+}
+
+// repeatable reports a call that may be sent twice: an idempotent method,
+// or an Idempotency-Key (the edge's idempotency step, or the backend's,
+// makes the second a replay).
+func repeatable(r *http.Request) bool {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return true
+	}
+	return r.Header.Get("Idempotency-Key") != "" || r.Header.Get("X-Idempotency-Key") != ""
 }
 
 func isReset(err error) bool {

@@ -121,49 +121,89 @@ func TestHTTP1LargeAndChunkedBodiesStream(t *testing.T) {
 	}
 }
 
-// A call whose pooled connection the backend has closed meanwhile (its
-// idle timeout) is sent again on a new connection: the caller sees its
-// answer, not an error.
-func TestHTTP1CallOnAConnectionTheBackendClosedIsSentAgain(t *testing.T) {
+// closingBackend answers each connection's first call and closes it,
+// without saying so (no Connection: close), as a backend does when its idle
+// timeout strikes just after an answer. It counts the calls it read and
+// tells each close on closed.
+func closingBackend(t *testing.T) (url string, calls *atomic.Int32, closed <-chan struct{}) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	var conns atomic.Int32
+	t.Cleanup(func() { _ = ln.Close() })
+	calls = new(atomic.Int32)
+	ch := make(chan struct{}, 16)
 	go func() {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			n := conns.Add(1)
 			go func() {
-				defer c.Close()
-				br := bufio.NewReader(c)
-				req, err := http.ReadRequest(br)
-				if err != nil {
-					return
+				req, err := http.ReadRequest(bufio.NewReader(c))
+				if err == nil {
+					_, _ = io.Copy(io.Discard, req.Body)
+					n := calls.Add(1)
+					_, _ = fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n%d", n)
 				}
-				_, _ = io.Copy(io.Discard, req.Body)
-				_, _ = fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n%d", n)
-				// ... and the connection closes after one answer, without
-				// saying so (no Connection: close).
+				_ = c.Close()
+				ch <- struct{}{}
 			}()
 		}
 	}()
-	backend := "http://" + ln.Addr().String()
+	return "http://" + ln.Addr().String(), calls, ch
+}
+
+func answer(t *testing.T, p *proxy.Pool, r *http.Request) (string, error) {
+	t.Helper()
+	res, err := p.RoundTrip(r)
+	if err != nil {
+		return "", err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	return string(b), err
+}
+
+// A pooled connection that the backend closed while it was idle is
+// noticed before use: the call goes out on a new connection.
+func TestHTTP1IdleConnectionTheBackendClosedIsNotUsed(t *testing.T) {
+	defer proxy.SetIdleCheckAfter(0)()
+	backend, _, closed := closingBackend(t)
 	p := unaryPool(t, backend)
 	for i := 1; i <= 3; i++ {
-		res, err := p.RoundTrip(post(t, context.Background(), backend, `{"id":"org_1"}`))
-		if err != nil {
-			t.Fatalf("call %d: %v", i, err)
+		got, err := answer(t, p, post(t, context.Background(), backend, `{"id":"org_1"}`))
+		if err != nil || got != fmt.Sprint(i) {
+			t.Fatalf("call %d: %q, %v; want call %d answered", i, got, err, i)
 		}
-		b, _ := io.ReadAll(res.Body)
-		_ = res.Body.Close()
-		if want := fmt.Sprint(i); string(b) != want {
-			t.Fatalf("call %d answered on connection %s, want %s", i, b, want)
-		}
+		<-closed // the backend has closed the connection it answered on
+	}
+}
+
+// A connection the backend closes just before a call is reused (it was
+// idle too briefly to be checked): a call that may be repeated (an
+// Idempotency-Key, or an idempotent method) is sent again on a new
+// connection; one that may not fails rather than risk being acted on twice.
+func TestHTTP1CallOnAConnectionClosedJustBeforeIsRepeatedOnlyIfItMayBe(t *testing.T) {
+	defer proxy.SetIdleCheckAfter(time.Hour)()
+	backend, calls, closed := closingBackend(t)
+	p := unaryPool(t, backend)
+	if got, err := answer(t, p, post(t, context.Background(), backend, `{}`)); err != nil || got != "1" {
+		t.Fatalf("first call: %q, %v", got, err)
+	}
+	<-closed
+	keyed := post(t, context.Background(), backend, `{}`)
+	keyed.Header.Set("Idempotency-Key", "k-1")
+	if got, err := answer(t, p, keyed); err != nil || got != "2" {
+		t.Fatalf("keyed call on a closed connection: %q, %v; want it sent again and answered", got, err)
+	}
+	<-closed
+	if got, err := answer(t, p, post(t, context.Background(), backend, `{}`)); err == nil {
+		t.Fatalf("unkeyed POST on a closed connection answered %q; want an error, not a second send", got)
+	}
+	if n := calls.Load(); n != 2 {
+		t.Errorf("backend read %d calls, want 2", n)
 	}
 }
 
