@@ -53,6 +53,14 @@ func (s *stallWriter) Flush() { _ = s.FlushError() }
 // proxy aborts (http.ErrAbortHandler); the edge then counts and logs the
 // call as deadline_exceeded, and the connection or stream is already reset.
 func (s *Server) serveStream(w *recorder, r *http.Request) {
+	// The backend may answer before it has the client's messages, and the
+	// proxy forwards them while it answers: over HTTP/1.1 the server must
+	// not discard and close the request body when the answer's headers go
+	// out (which it does by default, and which under load cut streams
+	// whose body the proxy had not read yet). HTTP/2 needs nothing.
+	if r.ProtoMajor == 1 {
+		_ = http.NewResponseController(w.ResponseWriter).EnableFullDuplex()
+	}
 	sw := newStallWriter(w, s.cfg.Requests.StreamWriteTimeout)
 	defer func() {
 		if v := recover(); v != nil {

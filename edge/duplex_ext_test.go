@@ -1,0 +1,97 @@
+package edge_test
+
+import (
+	"context"
+	"encoding/binary"
+	"io"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/orgedge/edge/internal/testkit"
+	"github.com/orgedge/edge/orgsvc"
+)
+
+// envelope frames one Connect streaming message (flags, big-endian length,
+// payload).
+func envelope(flags byte, payload []byte) []byte {
+	b := make([]byte, 5, 5+len(payload))
+	b[0] = flags
+	binary.BigEndian.PutUint32(b[1:], uint32(len(payload)))
+	return append(b, payload...)
+}
+
+// readEnvelope reads one Connect streaming message.
+func readEnvelope(r io.Reader) (flags byte, payload []byte, err error) {
+	var head [5]byte
+	if _, err := io.ReadFull(r, head[:]); err != nil {
+		return 0, nil, err
+	}
+	payload = make([]byte, binary.BigEndian.Uint32(head[1:]))
+	_, err = io.ReadFull(r, payload)
+	return head[0], payload, err
+}
+
+// TestHTTP1StreamAnsweredBeforeItsBodyIsReadStaysWhole: a stream over
+// HTTP/1.1 whose backend answers before it reads the client's message, and
+// whose client sends that message only once it has the first answer. The
+// edge must forward the body while the answer flows (full duplex): net/http's
+// default, discarding and closing an unread request body when the answer's
+// headers go out, would deadlock this call, and under load it cut streams
+// whose body the proxy had not yet read.
+func TestHTTP1StreamAnsweredBeforeItsBodyIsReadStaysWhole(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := orgsvc.NewServer("", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", r.Header.Get("Content-Type"))
+		w.WriteHeader(http.StatusOK)
+		rc := http.NewResponseController(w)
+		_, _ = w.Write(envelope(0, []byte("first")))
+		_ = rc.Flush()
+		_, msg, err := readEnvelope(r.Body) // only now: the client waits for "first"
+		if err != nil {
+			return
+		}
+		_, _ = w.Write(envelope(0, append([]byte("echo:"), msg...)))
+		_, _ = w.Write(envelope(2, []byte("{}"))) // end of stream
+	}))
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+
+	iss := testkit.StartIssuer(t)
+	e := testkit.StartEdge(t, testkit.EdgeConfig(t, "http://"+ln.Addr().String(), iss.URL()))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	body, send := io.Pipe()
+	context.AfterFunc(ctx, func() { _ = send.CloseWithError(ctx.Err()) }) // a stuck call fails, not hangs
+	r, _ := http.NewRequestWithContext(ctx, "POST", e.URL+"/svc.v1.EnvironmentService/WatchEnvironment", body)
+	r.Header.Set("Content-Type", "application/connect+proto")
+	r.Header.Set("Authorization", "Bearer "+testkit.Token(t, iss.URL(), "enterprise-duplex"))
+	res, err := testkit.HTTP1Client.Do(r)
+	if err != nil {
+		t.Fatalf("the stream's answer never began: %v", err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("HTTP %d", res.StatusCode)
+	}
+	if _, msg, err := readEnvelope(res.Body); err != nil || string(msg) != "first" {
+		t.Fatalf("first message %q, %v", msg, err)
+	}
+	if _, err := send.Write(envelope(0, []byte("hello"))); err != nil {
+		t.Fatalf("sending the client's message after the first answer: %v", err)
+	}
+	_ = send.Close()
+	if _, msg, err := readEnvelope(res.Body); err != nil || string(msg) != "echo:hello" {
+		t.Fatalf("second message %q, %v; want the backend's echo of the client's message", msg, err)
+	}
+	if flags, _, err := readEnvelope(res.Body); err != nil || flags != 2 {
+		t.Fatalf("end of stream: flags %d, %v", flags, err)
+	}
+	if rest, _ := io.ReadAll(res.Body); len(rest) != 0 {
+		t.Errorf("%d bytes after the end of the stream", len(rest))
+	}
+}
