@@ -1,6 +1,8 @@
 package edge
 
 import (
+	"bytes"
+	"io"
 	"net/http"
 	"time"
 )
@@ -53,13 +55,20 @@ func (s *stallWriter) Flush() { _ = s.FlushError() }
 // proxy aborts (http.ErrAbortHandler); the edge then counts and logs the
 // call as deadline_exceeded, and the connection or stream is already reset.
 func (s *Server) serveStream(w *recorder, r *http.Request) {
-	// The backend may answer before it has the client's messages, and the
-	// proxy forwards them while it answers: over HTTP/1.1 the server must
-	// not discard and close the request body when the answer's headers go
-	// out (which it does by default, and which under load cut streams
-	// whose body the proxy had not read yet). HTTP/2 needs nothing.
-	if r.ProtoMajor == 1 {
-		_ = http.NewResponseController(w.ResponseWriter).EnableFullDuplex()
+	// Over HTTP/1.1 the request is read whole before it is forwarded (it is
+	// bounded in size and time like a unary call's). net/http discards and
+	// closes an unread request body when the answer's headers go out, so a
+	// backend that answered before the proxy had read the client's message
+	// lost it, and the stream was cut (seen under load). Connect and
+	// gRPC-Web over HTTP/1.1 carry no bidirectional streams: the client
+	// sends its request whole and then reads. HTTP/2 needs nothing.
+	if r.ProtoMajor == 1 && r.Body != nil && r.Body != http.NoBody {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			s.upstreamError(w, r, err)
+			return
+		}
+		r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
 	}
 	sw := newStallWriter(w, s.cfg.Requests.StreamWriteTimeout)
 	defer func() {
