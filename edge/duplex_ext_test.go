@@ -13,15 +13,6 @@ import (
 	"github.com/orgedge/edge/orgsvc"
 )
 
-// envelope frames one Connect streaming message (flags, big-endian length,
-// payload).
-func envelope(flags byte, payload []byte) []byte {
-	b := make([]byte, 5, 5+len(payload))
-	b[0] = flags
-	binary.BigEndian.PutUint32(b[1:], uint32(len(payload)))
-	return append(b, payload...)
-}
-
 // readEnvelope reads one Connect streaming message.
 func readEnvelope(r io.Reader) (flags byte, payload []byte, err error) {
 	var head [5]byte
@@ -50,14 +41,16 @@ func TestHTTP1StreamAnsweredBeforeItsBodyIsReadStaysWhole(t *testing.T) {
 		w.Header().Set("Content-Type", r.Header.Get("Content-Type"))
 		w.WriteHeader(http.StatusOK)
 		rc := http.NewResponseController(w)
-		_, _ = w.Write(envelope(0, []byte("first")))
+		_, _ = w.Write(testkit.Envelope([]byte("first")))
 		_ = rc.Flush()
 		_, msg, err := readEnvelope(r.Body) // only now
 		if err != nil {
 			return
 		}
-		_, _ = w.Write(envelope(0, append([]byte("echo:"), msg...)))
-		_, _ = w.Write(envelope(2, []byte("{}"))) // end of stream
+		_, _ = w.Write(testkit.Envelope(append([]byte("echo:"), msg...)))
+		end := testkit.Envelope([]byte("{}"))
+		end[0] = 2 // end of stream
+		_, _ = w.Write(end)
 	}))
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
@@ -74,7 +67,7 @@ func TestHTTP1StreamAnsweredBeforeItsBodyIsReadStaysWhole(t *testing.T) {
 	// The client's message follows its headers a moment later (a slow
 	// client), complete before the client reads anything.
 	time.AfterFunc(100*time.Millisecond, func() {
-		_, _ = send.Write(envelope(0, []byte("hello")))
+		_, _ = send.Write(testkit.Envelope([]byte("hello")))
 		_ = send.Close()
 	})
 	res, err := testkit.HTTP1Client.Do(r)
