@@ -62,14 +62,17 @@ func newH1(addr string, dialTimeout time.Duration) *h1 {
 // closeIdle closes the idle connections.
 func (t *h1) closeIdle() { t.hc.CloseIdleConnections() }
 
-// hopHeaders are the hop-by-hop headers, and Expect: the whole body goes
-// at once, so nothing waits for 100 Continue. httputil.ReverseProxy has
-// removed them already; a direct caller may not have.
-var hopHeaders = map[string]bool{
-	"Connection": true, "Proxy-Connection": true, "Keep-Alive": true, "Proxy-Authenticate": true,
-	"Proxy-Authorization": true, "Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
-	"Expect": true, "Content-Length": true, "Host": true,
-}
+// hopHeaders are the headers roundTrip does not copy: the hop-by-hop ones
+// (httputil.ReverseProxy and serveWhole have removed them already; a direct
+// caller may not have), Expect (the whole body goes at once, so nothing
+// waits for 100 Continue), and those fasthttp sets itself.
+var hopHeaders = func() map[string]bool {
+	m := map[string]bool{"Expect": true, "Content-Length": true, "Host": true}
+	for _, h := range hopByHop {
+		m[h] = true
+	}
+	return m
+}()
 
 // roundTrip sends r, whose body is mem when mem is not nil (it can then
 // be sent again on a fresh connection if a pooled one turns out closed).

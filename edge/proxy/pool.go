@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -199,25 +198,20 @@ func (p *Pool) RoundTrip(req *http.Request) (*http.Response, error) {
 	switch {
 	case req.Body == nil || req.Body == http.NoBody:
 	case !h2 && req.ContentLength > 0 && req.ContentLength <= maxMemoryBody:
-		// A small unary request is read first, so that the transport
-		// writes it with its headers in one system call (it flushes the
-		// headers apart from a body it cannot tell is in memory), the
-		// backend reads it in one, and a call on a connection the backend
-		// just closed can be sent again (GetBody).
+		// A small unary request is read first, so that the HTTP/1.1 leg
+		// writes it with its headers in one system call, the backend reads
+		// it in one, and a call on a connection the backend just closed
+		// can be sent again (h1.roundTrip takes mem, not out.Body).
 		mem = make([]byte, req.ContentLength)
 		if _, err := io.ReadFull(req.Body, mem); err != nil {
 			return nil, err
 		}
-		out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(mem)), nil }
 	default:
 		body = &retryableBody{ReadCloser: req.Body}
 		out.Body = body
 	}
 	var tried []*endpoint
 	for {
-		if mem != nil {
-			out.Body = io.NopCloser(bytes.NewReader(mem))
-		}
 		e := p.pick(now.UnixNano(), tried)
 		out.URL.Host = e.addr
 		e.inflight.Add(1)
