@@ -120,7 +120,7 @@ func (a *Authenticator) authenticate(ctx context.Context, h http.Header, r *http
 	if err != nil {
 		return nil, err
 	}
-	key := sha256.Sum256([]byte(raw))
+	key := tokenKey(raw)
 	if p, ok := a.cache.Get(key); ok {
 		if a.now().Before(p.Expiry.Add(a.skew)) {
 			a.hits.Add(1)
@@ -129,6 +129,17 @@ func (a *Authenticator) authenticate(ctx context.Context, h http.Header, r *http
 		a.cache.Remove(key)
 	}
 	return a.verify(ctx, raw, key, r)
+}
+
+// tokenKey is the cache's key for a token: its SHA-256, so that the cache
+// holds no token. A token of usual size is copied to the stack rather than
+// to a heap buffer per call.
+func tokenKey(raw string) [sha256.Size]byte {
+	var buf [4096]byte
+	if len(raw) > len(buf) {
+		return sha256.Sum256([]byte(raw))
+	}
+	return sha256.Sum256(append(buf[:0], raw...))
 }
 
 // verify is the cache miss: the failure limit, the refused tokens, then the
@@ -180,7 +191,7 @@ func (a *Authenticator) verify(ctx context.Context, raw string, key [sha256.Size
 // benchmarks and for revocation hooks).
 func (a *Authenticator) Forget(h http.Header) {
 	if raw, err := identity.BearerToken(h); err == nil {
-		a.cache.Remove(sha256.Sum256([]byte(raw)))
+		a.cache.Remove(tokenKey(raw))
 	}
 }
 
