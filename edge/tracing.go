@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/orgedge/edge/edge/classify"
 	"github.com/orgedge/edge/internal/telemetry"
@@ -43,22 +44,31 @@ const (
 )
 
 // tracing starts the edge's spans. With a no-op tracer provider (tracing
-// off) every span is a no-op and only the incoming trace context is carried.
+// off) it starts none: the calls' contexts carry no span, and the client's
+// trace context reaches the backend as the client sent it, in its headers.
 type tracing struct {
 	tracer trace.Tracer
 	prop   propagation.TextMapPropagator
+	off    bool
 }
 
 func newTracing(tp trace.TracerProvider) tracing {
 	if tp == nil {
 		tp = otel.GetTracerProvider()
 	}
-	return tracing{tracer: tp.Tracer(instrumentationName), prop: telemetry.Propagator()}
+	_, off := tp.(noop.TracerProvider)
+	return tracing{tracer: tp.Tracer(instrumentationName), prop: telemetry.Propagator(), off: off}
 }
+
+// noSpan is what the span functions return when tracing is off.
+var noSpan = trace.SpanFromContext(context.Background())
 
 // startServer starts the span of one call, a child of the trace context the
 // client sent, if any. It is named after the procedure.
 func (t tracing) startServer(r *http.Request, c classify.Call) (context.Context, trace.Span) {
+	if t.off {
+		return r.Context(), noSpan
+	}
 	ctx := t.prop.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
 	name := spanUnknown
 	if c.Procedure != "" {
@@ -95,7 +105,18 @@ func endServer(span trace.Span, c classify.Call, code string, status int) {
 
 // start starts an internal span, a step of the chain.
 func (t tracing) start(ctx context.Context, name string) (context.Context, trace.Span) {
+	if t.off {
+		return ctx, noSpan
+	}
 	return t.tracer.Start(ctx, name)
+}
+
+// startClient starts the span of the call to the backend.
+func (t tracing) startClient(ctx context.Context) (context.Context, trace.Span) {
+	if t.off {
+		return ctx, noSpan
+	}
+	return t.tracer.Start(ctx, spanUpstream, trace.WithSpanKind(trace.SpanKindClient))
 }
 
 // rpcSystem is the semantic conventions' rpc.system of a protocol.

@@ -14,6 +14,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/orgedge/edge/config"
 	svcv1 "github.com/orgedge/edge/gen/svc/v1"
@@ -276,5 +277,42 @@ func TestACallWithoutTraceparentStartsATraceAndRefusalsAreSpansToo(t *testing.T)
 	wantAttrs(t, spans[0], map[string]string{"rpc.response.status_code": "UNIMPLEMENTED", "rpc.system": "connect_rpc"})
 	if v := attr(spans[0], "rpc.method"); v.Type() != attribute.EMPTY {
 		t.Errorf("an unknown procedure's span names a method: %v", v.String())
+	}
+}
+
+// With tracing off, the edge makes no span, and the client's trace context
+// reaches the backend as the client sent it: the backend's span is the
+// child of the client's.
+func TestWithTracingOffTheClientsTraceparentReachesTheBackendUntouched(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	backendTP := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { _ = backendTP.Shutdown(t.Context()) })
+	iss := testkit.StartIssuer(t)
+	backend := testkit.StartBackend(t, testkit.SQLite, iss.URL(), orgsvc.Config{TracerProvider: backendTP})
+	edgeLog := &logBuffer{}
+	e := testkit.StartEdgeWith(t, testkit.EdgeConfig(t, backend.URL, iss.URL()), testkit.EdgeOptions{
+		Logger: slog.New(slog.NewJSONHandler(edgeLog, nil)), TracerProvider: noop.NewTracerProvider(),
+	})
+	c := testkit.NewClients(e.URL, testkit.ConnectJSON, testkit.Token(t, iss.URL(), "pro-untraced-edge"))
+	r := req(&svcv1.ListOrganizationsRequest{})
+	r.Header().Set("Traceparent", "00-"+clientTraceID+"-"+clientSpanID+"-01")
+	if _, err := c.Org.ListOrganizations(ctxT(t), r); err != nil {
+		t.Fatal(err)
+	}
+	tid, _ := trace.TraceIDFromHex(clientTraceID)
+	sid, _ := trace.SpanIDFromHex(clientSpanID)
+	client := trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, Remote: true})
+	const procedure = "svc.v1.OrganizationService/ListOrganizations"
+	handler := only(t, exp.GetSpans(), procedure, client)
+	if !handler.Parent.IsRemote() {
+		t.Errorf("backend span's parent is not the remote client span: %+v", handler.Parent)
+	}
+	for _, sp := range exp.GetSpans() {
+		if strings.HasPrefix(sp.Name, "edge.") {
+			t.Errorf("the edge made span %q with tracing off", sp.Name)
+		}
+	}
+	if strings.Contains(edgeLog.String(), "trace_id") {
+		t.Errorf("access log names a trace with tracing off:\n%s", edgeLog)
 	}
 }

@@ -24,7 +24,7 @@ type upstreamTransport struct {
 func (t *upstreamTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	start := time.Now()
 	call := inflightOf(req).call
-	ctx, span := t.tracing.tracer.Start(req.Context(), spanUpstream, trace.WithSpanKind(trace.SpanKindClient))
+	ctx, span := t.tracing.startClient(req.Context())
 	if span.IsRecording() {
 		span.SetAttributes(attrRPCSystem.String(rpcSystem(call.Protocol)), attrRPCService.String(call.Service),
 			attrRPCMethod.String(call.Method), attrServerAddress.String(req.URL.Host))
