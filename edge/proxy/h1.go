@@ -239,19 +239,39 @@ func isReset(err error) bool {
 // included, as http.Transport does (the proxy removes them). The answer's
 // body stays in res until the response's Body is closed.
 func toResponse(r *http.Request, res *fasthttp.Response) *http.Response {
-	h := make(http.Header, res.Header.Len())
+	n := res.Header.Len() + 1
+	h := make(http.Header, n)
+	// One array holds every value: a header's slice is a window of it, with
+	// no room to grow into the next one's.
+	values := make([]string, 0, n)
 	for k, v := range res.Header.All() {
-		key := string(k) // in canonical form: fasthttp normalizes answers' header names
+		key, ok := commonHeaders[string(k)] // in canonical form: fasthttp normalizes answers' header names
+		if !ok {
+			key = string(k)
+		}
 		if key == "Transfer-Encoding" || key == "Content-Length" {
 			continue // the body is whole: its length is set below
 		}
-		h[key] = append(h[key], string(v))
+		if vs, ok := h[key]; ok {
+			h[key] = append(vs, string(v))
+			continue
+		}
+		values = append(values, string(v))
+		i := len(values)
+		h[key] = values[i-1 : i : i]
 	}
 	body := res.Body()
-	h["Content-Length"] = []string{strconv.Itoa(len(body))}
+	values = append(values, strconv.Itoa(len(body)))
+	i := len(values)
+	h["Content-Length"] = values[i-1 : i : i]
+	code := res.StatusCode()
+	status, ok := statusLines[code]
+	if !ok {
+		status = strconv.Itoa(code) + " " + http.StatusText(code)
+	}
 	out := &http.Response{
-		Status:        strconv.Itoa(res.StatusCode()) + " " + http.StatusText(res.StatusCode()),
-		StatusCode:    res.StatusCode(),
+		Status:        status,
+		StatusCode:    code,
 		Proto:         "HTTP/1.1",
 		ProtoMajor:    1,
 		ProtoMinor:    1,
@@ -264,6 +284,29 @@ func toResponse(r *http.Request, res *fasthttp.Response) *http.Response {
 	out.Body = b
 	return out
 }
+
+// commonHeaders are the header names of usual answers, so that their keys
+// are not made anew for each answer.
+var commonHeaders = func() map[string]string {
+	m := map[string]string{}
+	for _, k := range []string{"Accept-Encoding", "Cache-Control", "Connect-Accept-Encoding", "Connect-Content-Encoding",
+		"Content-Encoding", "Content-Type", "Date", "Etag", "Grpc-Accept-Encoding", "Grpc-Encoding", "Grpc-Message",
+		"Grpc-Status", "Location", "Retry-After", "Server", "Vary", "X-Content-Type-Options", "X-Request-Id"} {
+		m[k] = k
+	}
+	return m
+}()
+
+// statusLines are the Status of answers with a known code.
+var statusLines = func() map[int]string {
+	m := map[int]string{}
+	for code := 100; code < 600; code++ {
+		if t := http.StatusText(code); t != "" {
+			m[code] = strconv.Itoa(code) + " " + t
+		}
+	}
+	return m
+}()
 
 // answerBody reads an answer held by fasthttp, and gives it back on Close.
 type answerBody struct {

@@ -157,7 +157,11 @@ func (p *Proxy) serveWhole(w http.ResponseWriter, r *http.Request) {
 	}
 	dst := w.Header()
 	for k, vs := range res.Header {
-		dst[k] = append(dst[k], vs...)
+		if _, ok := dst[k]; ok {
+			dst[k] = append(dst[k], vs...)
+		} else {
+			dst[k] = vs // the answer's header is this call's own: no copy
+		}
 	}
 	w.WriteHeader(res.StatusCode)
 	buf := buffers.Get()
