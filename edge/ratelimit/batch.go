@@ -10,18 +10,23 @@ import (
 )
 
 // maxPipelines is how many pipelines of limit scripts may be on the wire
-// at once; calls that arrive meanwhile wait for the next one.
+// at once.
 const maxPipelines = 4
 
-// maxBatch bounds one pipeline.
-const maxBatch = 16
+// maxBatch bounds one pipeline. A second pipeline leaves beside the one on
+// the wire only when a full batch is waiting: until then the calls that
+// arrive wait for the pipeline's return, at most one round trip, and leave
+// together. So under load the calls gather into few, full pipelines (on a
+// nearby Redis, one write and one read on each side for many calls), and
+// a slow or distant Redis still gets several pipelines at once when one
+// would not keep up.
+const maxBatch = 32
 
 // batcher sends the limit scripts of concurrent calls to Redis together.
 // Each call still runs its own script, with its own keys, and gets its own
 // exact decision; but the calls that arrive while others are on the wire
 // leave in one pipeline: one write and one read for all of them, on the
-// edge's side and on Redis' (which spends most of a small script's cost on
-// those system calls). A lone call goes out at once, as before. No
+// edge's side and on Redis'. A lone call goes out at once, as before. No
 // goroutine lives longer than the calls it serves.
 type batcher struct {
 	rdb     redis.UniversalClient
@@ -29,23 +34,25 @@ type batcher struct {
 
 	mu       sync.Mutex
 	queue    []*scriptCall
-	inflight int
+	inflight int // pipelines on the wire, each sent by a goroutine of flush
 }
 
-// scriptCall is one call's script run.
+// scriptCall is one call's script run. Its caller waits for it until its
+// context ends or its deadline passes.
 type scriptCall struct {
-	ctx  context.Context
-	keys []string
-	args []any
-	done chan result[[]any] // buffered: the batch never waits for its caller
+	ctx      context.Context
+	deadline time.Time
+	keys     []string
+	args     []any
+	done     chan result[[]any] // buffered: the batch never waits for its caller
 }
 
 // run queues one script run and returns the channel that gets its answer.
-func (b *batcher) run(ctx context.Context, keys []string, args []any) <-chan result[[]any] {
-	c := &scriptCall{ctx: ctx, keys: keys, args: args, done: make(chan result[[]any], 1)}
+func (b *batcher) run(ctx context.Context, deadline time.Time, keys []string, args []any) <-chan result[[]any] {
+	c := &scriptCall{ctx: ctx, deadline: deadline, keys: keys, args: args, done: make(chan result[[]any], 1)}
 	b.mu.Lock()
 	b.queue = append(b.queue, c)
-	lead := b.inflight < maxPipelines
+	lead := b.inflight == 0 || b.inflight < maxPipelines && len(b.queue) >= maxBatch
 	if lead {
 		b.inflight++
 	}
@@ -78,8 +85,13 @@ func (b *batcher) flush() {
 // are left out: they must not consume anything nobody is told about.
 func (b *batcher) send(batch []*scriptCall) {
 	live := batch[:0]
+	now := time.Now()
 	for _, c := range batch {
-		if err := c.ctx.Err(); err != nil {
+		err := c.ctx.Err()
+		if err == nil && !now.Before(c.deadline) {
+			err = context.DeadlineExceeded
+		}
+		if err != nil {
 			c.done <- result[[]any]{err: err}
 			continue
 		}
@@ -90,10 +102,10 @@ func (b *batcher) send(batch []*scriptCall) {
 	}
 	// The batch runs until the last of its callers gives up, so that no
 	// call is cut short by another's earlier deadline.
-	deadline := time.Now().Add(b.timeout)
+	deadline := now.Add(b.timeout)
 	for _, c := range live {
-		if d, ok := c.ctx.Deadline(); ok && d.After(deadline) {
-			deadline = d
+		if c.deadline.After(deadline) {
+			deadline = c.deadline
 		}
 	}
 	ctx, cancel := context.WithDeadline(context.WithoutCancel(live[0].ctx), deadline)

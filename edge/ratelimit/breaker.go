@@ -109,9 +109,11 @@ func (b *breaker) State() BreakerState {
 // It returns when the deadline passes even if f has not (a client without
 // ContextTimeoutEnabled keeps reading until its own ReadTimeout).
 func call[T any](l *Limiter, ctx context.Context, f func(context.Context) (T, error)) (T, error) {
-	return callAsync(l, ctx, func(ctx context.Context) <-chan result[T] {
+	return callAsync(l, ctx, func(ctx context.Context, deadline time.Time) <-chan result[T] {
 		done := make(chan result[T], 1)
 		go func() {
+			ctx, cancel := context.WithDeadline(ctx, deadline)
+			defer cancel()
 			v, err := f(ctx)
 			done <- result[T]{v, err}
 		}()
@@ -125,20 +127,25 @@ type result[T any] struct {
 }
 
 // callAsync is call for work that answers on a channel (the batcher's).
-func callAsync[T any](l *Limiter, ctx context.Context, start func(context.Context) <-chan result[T]) (T, error) {
+// start gets the caller's context and the Limiter's deadline, separately:
+// a context of its own per call would cost the hot path a timer, a
+// context and a registration with the caller's.
+func callAsync[T any](l *Limiter, ctx context.Context, start func(ctx context.Context, deadline time.Time) <-chan result[T]) (T, error) {
 	var zero T
 	if !l.breaker.acquire(l.opts.Now()) {
 		return zero, errOpen
 	}
 	l.stats.redisCalls.Add(1)
-	ctx2, cancel := context.WithTimeout(ctx, l.opts.Timeout)
-	defer cancel()
-	done := start(ctx2)
+	timer := time.NewTimer(l.opts.Timeout)
+	defer timer.Stop()
+	done := start(ctx, time.Now().Add(l.opts.Timeout))
 	var r result[T]
 	select {
 	case r = <-done:
-	case <-ctx2.Done():
-		r.err = fmt.Errorf("no answer from redis within %v: %w", l.opts.Timeout, ctx2.Err())
+	case <-ctx.Done():
+		r.err = fmt.Errorf("no answer from redis within %v: %w", l.opts.Timeout, ctx.Err())
+	case <-timer.C:
+		r.err = fmt.Errorf("no answer from redis within %v: %w", l.opts.Timeout, context.DeadlineExceeded)
 	}
 	now := l.opts.Now()
 	switch {

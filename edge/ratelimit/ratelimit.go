@@ -257,8 +257,8 @@ func (l *Limiter) Allow(ctx context.Context, req Request) (Decision, error) {
 		l.stats.refusedCache.Add(1)
 		return d, nil
 	}
-	raw, err := callAsync(l, ctx, func(ctx context.Context) <-chan result[[]any] {
-		return l.batch.run(ctx, k.all, k.args(req))
+	raw, err := callAsync(l, ctx, func(ctx context.Context, deadline time.Time) <-chan result[[]any] {
+		return l.batch.run(ctx, deadline, k.all, k.args(req))
 	})
 	var v verdict
 	if err == nil {
