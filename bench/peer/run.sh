@@ -3,7 +3,10 @@
 # to this project) with one more target, "redisrate": bench/cmd/rateproxy, a
 # bare httputil.ReverseProxy that makes one go-redis/redis_rate Allow per call
 # on the same redis-server, so that the edge's Redis CPU per call can be
-# compared with one Allow's in the same run. It copies the harness to a
+# compared with one Allow's in the same run; and "httputil-token": the bare
+# httputil proxy driven by the edge's wrk script (edge.lua: a bearer token
+# per call, made in wrk's Lua), so that the edge can also be compared with a
+# bare proxy carrying the very same calls. It copies the harness to a
 # scratch directory, adds the target there, runs it from this checkout, and
 # summarizes with bench/peer/summary.py (medians of per-round ratios), then
 # draws docs/benchmarks-peer.svg.
@@ -12,7 +15,7 @@
 set -eu
 HERE=$(cd "$(dirname "$0")" && pwd); PROJECT=$(cd "$HERE/../.." && pwd)
 HARNESS=${HARNESS:-$PROJECT/../shared/bench/peer}
-export TARGETS=${TARGETS:-"httputil httputil-h2c nginx edge redisrate"}
+export TARGETS=${TARGETS:-"httputil httputil-h2c nginx edge redisrate httputil-token"}
 WORK=${WORKDIR:-${TMPDIR:-/tmp}/peer-bench}; export WORKDIR=$WORK
 COPY=$WORK/harness; rm -rf "$COPY"; mkdir -p "$COPY" "$WORK/bin"; cp -r "$HARNESS"/. "$COPY"/
 (cd "$PROJECT" && go build -o "$WORK/bin/rateproxy" ./bench/cmd/rateproxy)
@@ -28,7 +31,8 @@ sub("for p in 18080 18081", "for p in 18086 18080 18081")
 sub("nginx -p \"$RUN/nginx/\"",
     bin + " -addr 127.0.0.1:18086 -upstream http://127.0.0.1:18082 -redis 127.0.0.1:16379 >\"$RUN/rateproxy.log\" 2>&1 & RRPID=$!; PIDS+=($RRPID)\n"
     "nginx -p \"$RUN/nginx/\"")
-sub("      edge)          url=", "      redisrate)     url=http://127.0.0.1:18086; ppids=$RRPID; script=$B/edge.lua ;;\n      edge)          url=")
+sub("      edge)          url=", "      redisrate)     url=http://127.0.0.1:18086; ppids=$RRPID; script=$B/edge.lua ;;\n"
+    "      httputil-token) url=http://127.0.0.1:18083; ppids=$HPID; script=$B/edge.lua ;;\n      edge)          url=")
 open(p, "w").write(s)
 PY
 RES=${RES:-$WORK/results/$(date +%Y%m%d-%H%M%S)}; export RES

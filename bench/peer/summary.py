@@ -7,7 +7,7 @@ results for bench/cmd/peerchart."""
 import collections, glob, os, re, statistics, sys
 
 d = sys.argv[1]
-order = ["httputil", "httputil-h2c", "nginx", "traefik", "traefik-redis", "edge", "redisrate", "direct"]
+order = ["httputil", "httputil-h2c", "nginx", "traefik", "traefik-redis", "edge", "redisrate", "httputil-token", "direct"]
 
 def ms(v):
     m = re.match(r"([\d.]+)(us|ms|s|m)$", v)
@@ -56,6 +56,13 @@ for r in rows:
           f"{r['proxy']:>13.1f} {r['backend']:>15.1f} {r['redis']:>13.1f} {r['rps_ratio']:>8.2f} {r['proxy_ratio']:>11.2f} "
           f"{r['backend_ratio']:>13.2f}  {r['non2']}")
 print(f"edge Redis CPU per call / redisrate's (one redis_rate Allow), median of per-round ratios: {redis_ratio:.2f}")
+# The edge against bare httputil carrying the same calls (edge.lua's token).
+tok = runs.get("httputil-token", {})
+if tok:
+    same = {k: med([r[k] / tok[n][k] for n, r in runs.get("edge", {}).items() if n in tok and tok[n][k]])
+            for k in ("rps", "proxy", "backend")}
+    print(f"edge / httputil-token (bare httputil, the same calls with their tokens), median of per-round ratios: "
+          f"throughput {same['rps']:.2f}, proxy CPU {same['proxy']:.2f}, backend CPU {same['backend']:.2f}")
 with open(os.path.join(d, "ratios.csv"), "w") as f:
     f.write("target,rps,proxy_us,backend_us,redis_us,rps_ratio,proxy_ratio,backend_ratio,p50_ms,p99_ms\n")
     for r in rows:
