@@ -2,6 +2,7 @@ package ratelimit_test
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -87,4 +88,87 @@ func TestPipelinedCallsSurviveAScriptFlush(t *testing.T) {
 	if n := bad.Load(); n > 0 {
 		t.Fatalf("%d of 20 calls after SCRIPT FLUSH were not admitted by Redis", n)
 	}
+}
+
+// A slow Redis is not held to one pipeline at a time: while one is on the
+// wire, the calls that arrive wait for it until a full batch has gathered,
+// and then another leaves beside it, up to four at once. Every call still
+// gets its decision from Redis.
+func TestASlowRedisGetsSeveralPipelinesAtOnce(t *testing.T) {
+	rdb := testenv.Redis(t)
+	slow := &slowHook{delay: 200 * time.Millisecond}
+	rdb.AddHook(slow)
+	l := ratelimit.New(rdb, ratelimit.Options{Timeout: 20 * time.Second})
+	prefix := testenv.Unique("slow")
+	limit := ratelimit.Limit{Name: "plan", Rate: 1000, Period: time.Second, Burst: 1000}
+	var (
+		wg     sync.WaitGroup
+		failed atomic.Int64
+	)
+	start := make(chan struct{})
+	for i := range 120 {
+		wg.Go(func() {
+			<-start
+			d, err := l.Allow(context.Background(), ratelimit.Request{Subject: prefix + strconv.Itoa(i), Limits: []ratelimit.Limit{limit}})
+			if err != nil || !d.Allowed || d.Source != ratelimit.SourceRedis {
+				failed.Add(1)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if f := failed.Load(); f > 0 {
+		t.Fatalf("%d of 120 calls were not admitted by Redis", f)
+	}
+	if most := slow.most.Load(); most < 2 || most > 4 {
+		t.Errorf("at most %d round trips were on the wire at once, want 2 to 4 (a full batch waiting sends another pipeline, up to four)", most)
+	}
+	// The first call goes alone; the others leave in full batches of 32
+	// (three beside it, then the 23 left when a pipeline is back), not one
+	// pipeline each as soon as they come.
+	if n := slow.total.Load(); n > 6 {
+		t.Errorf("%d round trips for 120 calls, want at most 6", n)
+	}
+}
+
+// slowHook delays every round trip of the limit scripts and records how
+// many were on the wire at once.
+type slowHook struct {
+	delay            time.Duration
+	now, most, total atomic.Int64
+}
+
+func (h *slowHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *slowHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if isScript(cmd) {
+			defer h.enter()()
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *slowHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if len(cmds) > 0 && isScript(cmds[0]) {
+			defer h.enter()()
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// isScript tells the limit scripts' round trips from a new connection's
+// handshake, which runs inside the first round trip on it.
+func isScript(cmd redis.Cmder) bool {
+	return cmd.Name() == "evalsha" || cmd.Name() == "eval"
+}
+
+func (h *slowHook) enter() (leave func()) {
+	h.total.Add(1)
+	n := h.now.Add(1)
+	for m := h.most.Load(); n > m && !h.most.CompareAndSwap(m, n); m = h.most.Load() {
+	}
+	time.Sleep(h.delay) // the slow Redis: this is what is measured, not a wait for a race
+	return func() { h.now.Add(-1) }
 }
