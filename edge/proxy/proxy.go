@@ -157,8 +157,8 @@ func (p *Proxy) serveWhole(w http.ResponseWriter, r *http.Request) {
 	}
 	dst := w.Header()
 	for k, vs := range res.Header {
-		if _, ok := dst[k]; ok {
-			dst[k] = append(dst[k], vs...)
+		if have, ok := dst[k]; ok {
+			dst[k] = append(have, vs...)
 		} else {
 			dst[k] = vs // the answer's header is this call's own: no copy
 		}

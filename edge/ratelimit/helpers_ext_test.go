@@ -37,6 +37,21 @@ func forEachRedis(t *testing.T, f func(t *testing.T, rdb redis.UniversalClient))
 	}
 }
 
+// together runs f(0) to f(n-1) on n goroutines released at the same
+// moment, and returns when every one has returned.
+func together(n int, f func(g int)) {
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for g := range n {
+		wg.Go(func() {
+			<-start
+			f(g)
+		})
+	}
+	close(start)
+	wg.Wait()
+}
+
 func allow(t *testing.T, l *ratelimit.Limiter, req ratelimit.Request) ratelimit.Decision {
 	t.Helper()
 	d, err := l.Allow(context.Background(), req)

@@ -125,10 +125,10 @@ func Setup(ctx context.Context, serviceName, version string) (shutdown func(cont
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
 		slog.Default().Warn("opentelemetry", "err", err)
 	}))
-	// Off, the no-op provider too becomes the global one, so that code that
-	// takes the global provider can tell that nothing is traced (and the
-	// edge skip its spans altogether) rather than get the delegating
-	// placeholder, which makes a span object per span all the same.
+	// Off, the no-op provider too becomes the global one: code that takes
+	// the global provider can then tell that nothing is traced (the edge
+	// skips its spans altogether), where the delegating placeholder would
+	// make an object per span all the same.
 	otel.SetTracerProvider(tp)
 	return shutdown, nil
 }
