@@ -173,7 +173,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		code = "canceled"
 	}
 	outcome := rec.outcome(code)
-	s.metrics.observe(call, code, outcome, d)
 	if outcome == outcomeForwarded {
 		s.metrics.overhead(call, d-time.Duration(rec.upstream.Load()))
 	}
@@ -191,6 +190,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		s.metrics.unavailable(reason)
 	}
+	// Last, and edge_requests_total last within it: a scrape that counts
+	// the call there finds it in every other series too.
+	s.metrics.observe(call, code, outcome, d)
 	endServer(span, call, code, rec.status)
 	s.logCall(r, call, principal, rec, code, d)
 }

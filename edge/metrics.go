@@ -263,13 +263,14 @@ func (m *Metrics) observe(c classify.Call, code, outcome string, d time.Duration
 		return
 	}
 	s := m.seriesOf(c)
+	s.duration[outcomeIndex(outcome)].get().Observe(d.Seconds())
+	// Counted last (see ServeHTTP): tests wait for this counter.
 	if i, ok := grpcCodeIndex[code]; ok {
 		s.codes[i].get().Inc()
 	} else {
 		service, method, protocol := labels(c)
 		m.requests.WithLabelValues(service, method, protocol, code).Inc()
 	}
-	s.duration[outcomeIndex(outcome)].get().Observe(d.Seconds())
 }
 
 // outcomes are the values of the outcome label, by index.

@@ -48,7 +48,7 @@ func TestDurationByOutcomeAndEdgeOverheadOnForwardedCallsOnly(t *testing.T) {
 	}
 	// The client has its answer a moment before the edge records the call.
 	m := eventually(t, s.edge.AdminURL+"/metrics", "both calls recorded", func(m testkit.Samples) bool {
-		return m.Sum("edge_request_duration_seconds_count", "method", "ListOrganizations") == 2
+		return m.Sum("edge_requests_total", "method", "ListOrganizations") == 2
 	})
 	for outcome, want := range map[string]float64{"forwarded": 1, "refused": 1, "replayed": 0, "error": 0} {
 		if got := m.Sum("edge_request_duration_seconds_count", "method", "ListOrganizations", "outcome", outcome); got != want {
