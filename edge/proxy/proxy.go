@@ -262,9 +262,11 @@ func Deadline(r *http.Request, c classify.Call, max time.Duration) time.Duration
 		}
 		r.Header.Set("Grpc-Timeout", strconv.FormatInt(max64(d.Milliseconds(), 1), 10)+"m")
 	default:
-		if ms, err := strconv.ParseInt(r.Header.Get("Connect-Timeout-Ms"), 10, 64); err == nil && ms > 0 && len(r.Header.Get("Connect-Timeout-Ms")) <= 10 {
-			if t := time.Duration(ms) * time.Millisecond; t < d {
-				d = t
+		if v := r.Header.Get("Connect-Timeout-Ms"); v != "" && len(v) <= 10 {
+			if ms, err := strconv.ParseInt(v, 10, 64); err == nil && ms > 0 {
+				if t := time.Duration(ms) * time.Millisecond; t < d {
+					d = t
+				}
 			}
 		}
 		r.Header.Set("Connect-Timeout-Ms", strconv.FormatInt(max64(d.Milliseconds(), 1), 10))

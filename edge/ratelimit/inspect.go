@@ -95,7 +95,7 @@ func (l *Limiter) Reset(ctx context.Context, subject string, names []string) err
 	if l.refused.cache != nil {
 		prefix := strings.TrimSuffix(k.day, "day:"+k.now.Format("2006-01-02"))
 		for _, id := range l.refused.cache.Keys() {
-			if strings.HasPrefix(id, prefix) {
+			if strings.HasPrefix(id.key, prefix) {
 				l.refused.cache.Remove(id)
 			}
 		}

@@ -14,7 +14,7 @@ import (
 // only grows until then (a TAT or a day's count does not go back), so the
 // cache never refuses what Redis would admit, for a cost at least as high.
 type refusals struct {
-	cache *lru.Cache[string, refusal] // by keys.ids or keys.dayID
+	cache *lru.Cache[limitID, refusal] // by keys.ids or keys.dayID
 }
 
 type refusal struct {
@@ -26,7 +26,7 @@ func newRefusals(size int) *refusals {
 	if size < 0 {
 		return &refusals{}
 	}
-	c, _ := lru.New[string, refusal](size) // size > 0: no error
+	c, _ := lru.New[limitID, refusal](size) // size > 0: no error
 	return &refusals{cache: c}
 }
 
@@ -36,7 +36,7 @@ func (r *refusals) decide(req Request, k keys, now time.Time) (Decision, bool) {
 		return Decision{}, false
 	}
 	d := Decision{Source: SourceCache}
-	check := func(id, name string, limit, burst int, window time.Duration) {
+	check := func(id limitID, name string, limit, burst int, window time.Duration) {
 		f, ok := r.cache.Get(id)
 		if !ok || !now.Before(f.until) || req.Cost < f.cost {
 			return
@@ -79,13 +79,13 @@ type localLimiter struct {
 	share float64
 
 	mu    sync.Mutex // makes check-then-consume atomic across limits
-	rates *lru.Cache[string, *rate.Limiter]
-	days  *lru.Cache[string, int]
+	rates *lru.Cache[limitID, *rate.Limiter]
+	days  *lru.Cache[limitID, int]
 }
 
 func newLocalLimiter(share float64, size int) *localLimiter {
-	rates, _ := lru.New[string, *rate.Limiter](size)
-	days, _ := lru.New[string, int](size)
+	rates, _ := lru.New[limitID, *rate.Limiter](size)
+	days, _ := lru.New[limitID, int](size)
 	return &localLimiter{share: share, rates: rates, days: days}
 }
 

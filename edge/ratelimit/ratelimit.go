@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -326,17 +327,15 @@ func (r *Request) validate() error {
 	if r.Cost < 0 || r.Daily < 0 {
 		return fmt.Errorf("ratelimit: negative cost %d or daily cap %d", r.Cost, r.Daily)
 	}
-	seen := make(map[string]bool, len(r.Limits))
-	for _, lim := range r.Limits {
+	for i, lim := range r.Limits {
 		switch {
 		case lim.Name == "" || lim.Name == DailyName || strings.HasPrefix(lim.Name, "day:") || strings.HasPrefix(lim.Name, "month:"):
 			return fmt.Errorf("ratelimit: limit name %q is empty or reserved", lim.Name)
-		case seen[lim.Name]:
+		case slices.ContainsFunc(r.Limits[:i], func(l Limit) bool { return l.Name == lim.Name }):
 			return fmt.Errorf("ratelimit: limit %q twice in one request", lim.Name)
 		case lim.Rate <= 0 || lim.Period <= 0 || lim.Burst <= 0:
 			return fmt.Errorf("ratelimit: limit %q needs a positive rate, period and burst", lim.Name)
 		}
-		seen[lim.Name] = true
 	}
 	return nil
 }
@@ -346,8 +345,8 @@ func (r *Request) validate() error {
 type keys struct {
 	all        []string // the script's KEYS: one per limit, day, month
 	day, month string
-	ids        []string // per limit: key and numbers, so that new numbers start afresh
-	dayID      string
+	ids        []limitID // per limit: key and numbers, so that new numbers start afresh
+	dayID      limitID
 	// On the edge's clock: now, and the ends of the day and month windows.
 	now, midnight, monthEnd time.Time
 }
@@ -374,16 +373,24 @@ func keysFor(keyPrefix string, req Request, now time.Time) keys {
 		midnight: time.Date(y, m, d+1, 0, 0, 0, 0, time.UTC),
 		monthEnd: time.Date(y, m+1, 1, 0, 0, 0, 0, time.UTC),
 		all:      make([]string, 0, len(req.Limits)+2),
-		ids:      make([]string, 0, len(req.Limits)),
+		ids:      make([]limitID, 0, len(req.Limits)),
 	}
 	for _, lim := range req.Limits {
 		key := prefix + lim.Name
 		k.all = append(k.all, key)
-		k.ids = append(k.ids, key+"|"+strconv.Itoa(lim.Rate)+"/"+strconv.FormatInt(int64(lim.Period), 10)+"/"+strconv.Itoa(lim.Burst))
+		k.ids = append(k.ids, limitID{key: key, rate: lim.Rate, burst: lim.Burst, period: lim.Period})
 	}
 	k.all = append(k.all, k.day, k.month)
-	k.dayID = k.day + "|" + strconv.Itoa(req.Daily)
+	k.dayID = limitID{key: k.day, rate: req.Daily}
 	return k
+}
+
+// limitID names a limit in the in-process tables: its key and its numbers,
+// so that a limit whose numbers change starts afresh there.
+type limitID struct {
+	key         string
+	rate, burst int
+	period      time.Duration
 }
 
 // args are the script's ARGV (see allow.lua). The numbers are passed as
