@@ -31,6 +31,7 @@ import (
 )
 
 func main() {
+	tuneGC(os.Getenv)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout)
 	stop()
@@ -38,6 +39,29 @@ func main() {
 		fmt.Fprintln(os.Stderr, "edge:", err)
 		os.Exit(1)
 	}
+}
+
+// defaultGCPercent is the garbage collector's target unless GOGC says
+// otherwise. The edge's live heap is small (about 10 MB at 12,000 calls/s)
+// while it allocates for every call, so Go's default of 100 collects many
+// times a second; at 400 the heap peaks near five times the live heap and
+// the collector costs a quarter as much (docs/operations.md, "Memory").
+const defaultGCPercent = 400
+
+// tuneGC sets the collector's target to defaultGCPercent when the GOGC
+// environment variable is not set. GOMEMLIMIT, when set, still bounds the
+// heap: the collector works harder as the heap nears it, whatever GOGC.
+func tuneGC(getenv func(string) string) {
+	if getenv("GOGC") == "" {
+		debug.SetGCPercent(defaultGCPercent)
+	}
+}
+
+// gcPercent is the collector's current target (-1: off).
+func gcPercent() int {
+	p := debug.SetGCPercent(100)
+	debug.SetGCPercent(p)
+	return p
 }
 
 // run runs the edge until ctx ends.
@@ -136,7 +160,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := app.Listen(); err != nil {
 		return err
 	}
-	log.Info("edge listening", "api", app.APIAddr(), "admin", app.AdminAddr(), "upstream", cfg.Upstream.URL, "issuer", cfg.OIDC.IssuerURL, "tls", cfg.Listen.TLS.CertFile != "")
+	log.Info("edge listening", "api", app.APIAddr(), "admin", app.AdminAddr(), "upstream", cfg.Upstream.URL, "issuer", cfg.OIDC.IssuerURL, "tls", cfg.Listen.TLS.CertFile != "", "gogc", gcPercent())
 	if env != nil {
 		env.print(stdout, app.APIAddr(), app.AdminAddr())
 	}
