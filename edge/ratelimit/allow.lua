@@ -86,7 +86,7 @@ if not allowed then
       result[r + 1], result[r + 2], result[r + 3] = 1, 0, tostring(diff * -1)
     else
       result[r + 1], result[r + 2], result[r + 3] =
-        0, math.floor((now - (tat - l[b + 6])) / l[b + 5]), tostring(-1)
+        0, math.floor((now - (tat - l[b + 6])) / l[b + 5]), "-1"
     end
     result[r + 4] = tostring(tat - now)
   end
@@ -103,16 +103,16 @@ for i = 1, n do
   end
   local r = 4 * i
   result[r + 1], result[r + 2], result[r + 3], result[r + 4] =
-    0, math.floor(l[b + 4]), tostring(-1), tostring(reset_after)
+    0, math.floor(l[b + 4]), "-1", tostring(reset_after)
 end
 
 -- The counters get their expiry when they are made (the call that finds
 -- them at cost): one command each per call instead of two.
-result[3] = redis.call("INCRBY", KEYS[n + 1], cost)
+result[3] = redis.call("INCRBY", KEYS[n + 1], ARGV[2])
 if result[3] == cost then
   redis.call("EXPIRE", KEYS[n + 1], ARGV[4])
 end
-result[4] = redis.call("INCRBY", KEYS[n + 2], cost)
+result[4] = redis.call("INCRBY", KEYS[n + 2], ARGV[2])
 if result[4] == cost then
   redis.call("EXPIRE", KEYS[n + 2], ARGV[5])
 end
