@@ -3,10 +3,17 @@
 req/s, p50/p99, CPU per call of the proxy, the backend and Redis, and of each
 round's ratios to the bare httputil target of the same round (so that the
 machine's drift between rounds cancels out). Writes ratios.csv beside the
-results for bench/cmd/peerchart."""
+results for bench/cmd/peerchart.
+
+    bench/peer/summary.py RESULTS_DIR            one run
+    bench/peer/summary.py OUT_DIR RUN_DIR...     several runs pooled: their rounds
+                                                 together (each ratio still within
+                                                 its round), ratios.csv in OUT_DIR,
+                                                 and each run's edge medians"""
 import collections, glob, os, re, statistics, sys
 
 d = sys.argv[1]
+sources = sys.argv[2:] or [d]
 order = ["httputil", "httputil-h2c", "nginx", "traefik", "traefik-redis", "edge", "redisrate", "httputil-token", "direct"]
 
 def ms(v):
@@ -14,20 +21,21 @@ def ms(v):
     return float(m.group(1)) * {"us": 1e-3, "ms": 1.0, "s": 1e3, "m": 6e4}[m.group(2)]
 
 runs = collections.defaultdict(dict)  # target -> round -> metrics
-for f in glob.glob(os.path.join(d, "r*-*.txt")):
-    m = re.match(r"r(\d+)-(.+)\.txt$", os.path.basename(f))
-    rnd, t = int(m.group(1)), m.group(2)
-    s = open(f).read()
-    reqs = int(re.search(r"(\d+) requests in", s).group(1))
-    cpu = re.search(r"cpu_ticks proxy=(\d+) backend=(\d+) redis=(\d+) clk_tck=(\d+)", s)
-    tick = 1e6 / int(cpu.group(4))
-    non2 = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", s)
-    runs[t][rnd] = dict(
-        rps=float(re.search(r"Requests/sec:\s+([\d.]+)", s).group(1)),
-        p50=ms(re.search(r"^\s+50%\s+(\S+)", s, re.M).group(1)),
-        p99=ms(re.search(r"^\s+99%\s+(\S+)", s, re.M).group(1)),
-        proxy=int(cpu.group(1)) * tick / reqs, backend=int(cpu.group(2)) * tick / reqs,
-        redis=int(cpu.group(3)) * tick / reqs, non2=int(non2.group(1)) if non2 else 0)
+for i, src in enumerate(sources):
+    for f in glob.glob(os.path.join(src, "r*-*.txt")):
+        m = re.match(r"r(\d+)-(.+)\.txt$", os.path.basename(f))
+        rnd, t = (i, int(m.group(1))), m.group(2)
+        s = open(f).read()
+        reqs = int(re.search(r"(\d+) requests in", s).group(1))
+        cpu = re.search(r"cpu_ticks proxy=(\d+) backend=(\d+) redis=(\d+) clk_tck=(\d+)", s)
+        tick = 1e6 / int(cpu.group(4))
+        non2 = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", s)
+        runs[t][rnd] = dict(
+            rps=float(re.search(r"Requests/sec:\s+([\d.]+)", s).group(1)),
+            p50=ms(re.search(r"^\s+50%\s+(\S+)", s, re.M).group(1)),
+            p99=ms(re.search(r"^\s+99%\s+(\S+)", s, re.M).group(1)),
+            proxy=int(cpu.group(1)) * tick / reqs, backend=int(cpu.group(2)) * tick / reqs,
+            redis=int(cpu.group(3)) * tick / reqs, non2=int(non2.group(1)) if non2 else 0)
 
 med = lambda xs: statistics.median(xs) if xs else float("nan")
 base = runs.get("httputil", {})
@@ -63,6 +71,14 @@ if tok:
             for k in ("rps", "proxy", "backend")}
     print(f"edge / httputil-token (bare httputil, the same calls with their tokens), median of per-round ratios: "
           f"throughput {same['rps']:.2f}, proxy CPU {same['proxy']:.2f}, backend CPU {same['backend']:.2f}")
+if len(sources) > 1:
+    edge = runs.get("edge", {})
+    for i, src in enumerate(sources):
+        each = {k: med([r[k] / base[n][k] for n, r in edge.items() if n[0] == i and n in base and base[n][k]])
+                for k in ("rps", "proxy", "backend")}
+        redis = med([r["redis"] / rr[n]["redis"] for n, r in edge.items() if n[0] == i and n in rr and rr[n]["redis"]])
+        print(f"run {os.path.basename(os.path.normpath(src))}: edge throughput {each['rps']:.3f}, proxy CPU {each['proxy']:.3f}, "
+              f"backend CPU {each['backend']:.3f}, Redis / one Allow {redis:.3f}")
 with open(os.path.join(d, "ratios.csv"), "w") as f:
     f.write("target,rps,proxy_us,backend_us,redis_us,rps_ratio,proxy_ratio,backend_ratio,p50_ms,p99_ms\n")
     for r in rows:

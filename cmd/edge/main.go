@@ -45,7 +45,7 @@ func main() {
 // otherwise. The edge's live heap is small (about 10 MB at 12,000 calls/s)
 // while it allocates for every call, so Go's default of 100 collects many
 // times a second; at 400 the heap peaks near five times the live heap and
-// the collector costs a quarter as much (docs/operations.md, "Memory").
+// the collector runs far less often (docs/operations.md, "Memory").
 const defaultGCPercent = 400
 
 // tuneGC sets the collector's target to defaultGCPercent when the GOGC
