@@ -190,11 +190,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		s.metrics.unavailable(reason)
 	}
-	// Last, and edge_requests_total last within it: a scrape that counts
-	// the call there finds it in every other series too.
-	s.metrics.observe(call, code, outcome, d)
 	endServer(span, call, code, rec.status)
 	s.logCall(r, call, principal, rec, code, d)
+	// Last, and edge_requests_total last within it: a scrape that counts
+	// the call there finds it in every other series too, and its access
+	// line written or queued (unless sampled out).
+	s.metrics.observe(call, code, outcome, d)
 }
 
 func (s *Server) serve(w *recorder, r *http.Request, call classify.Call, problem classify.Problem, start time.Time) *identity.Principal {
