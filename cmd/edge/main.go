@@ -21,6 +21,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"runtime/metrics"
 	"syscall"
 	"time"
 
@@ -57,11 +58,11 @@ func tuneGC(getenv func(string) string) {
 	}
 }
 
-// gcPercent is the collector's current target (-1: off).
+// gcPercent is the collector's current target, read without changing it.
 func gcPercent() int {
-	p := debug.SetGCPercent(100)
-	debug.SetGCPercent(p)
-	return p
+	s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
+	metrics.Read(s)
+	return int(s[0].Value.Uint64())
 }
 
 // run runs the edge until ctx ends.
