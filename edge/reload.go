@@ -110,13 +110,16 @@ func (a *App) apply(cfg *config.Config) {
 	if restart := needRestart(a.cfg, cfg); len(restart) > 0 {
 		a.log.Warn("config reload: these settings changed but apply only after a restart; the running values stay", "settings", restart)
 	}
-	a.limits.setPolicy(newPolicy(cfg))
+	p := newPolicy(cfg)
+	// Counted and logged before the swap, so that whoever sees a call
+	// decided by the new policy finds the reload in the metrics and the log.
 	a.reloads.reloads.WithLabelValues(reloadSuccess).Inc()
 	a.reloads.lastSuccess.SetToCurrentTime()
 	a.reloads.lastOK.Set(1)
 	a.log.Info("config reloaded: new policy applies to new calls",
 		"default_plan", cfg.Limits.DefaultPlan, "plans", len(cfg.Limits.Plans),
 		"subject_plans", len(cfg.Limits.SubjectPlans), "subject_quotas", len(cfg.Limits.SubjectQuotas))
+	a.limits.setPolicy(p)
 }
 
 // needRestart names the settings of next that differ from running and that
