@@ -38,6 +38,12 @@ for i, src in enumerate(sources):
             redis=int(cpu.group(3)) * tick / reqs, non2=int(non2.group(1)) if non2 else 0)
 
 med = lambda xs: statistics.median(xs) if xs else float("nan")
+
+def ratio(a, b, k, run=None):
+    """The median over rounds of a's k against b's k in the same round
+    (only run's rounds when run is given)."""
+    return med([r[k] / b[n][k] for n, r in a.items() if (run is None or n[0] == run) and n in b and b[n][k]])
+
 base = runs.get("httputil", {})
 rows = []
 for t in order + sorted(k for k in runs if k not in order):
@@ -48,14 +54,14 @@ for t in order + sorted(k for k in runs if k not in order):
     for k in ("rps", "p50", "p99", "proxy", "backend", "redis"):
         row[k] = med([r[k] for r in rs.values()])
     for k in ("rps", "proxy", "backend", "p99"):
-        row[k + "_ratio"] = med([r[k] / base[n][k] for n, r in rs.items() if n in base and base[n][k]])
+        row[k + "_ratio"] = ratio(rs, base, k)
     row["non2"] = sum(r["non2"] for r in rs.values())
     row["each_rps"] = "/".join(f"{rs[n]['rps']:.0f}" for n in sorted(rs))
     rows.append(row)
 
 # Redis CPU per call against one redis_rate Allow, per round, then the median.
-rr = runs.get("redisrate", {})
-redis_ratio = med([r["redis"] / rr[n]["redis"] for n, r in runs.get("edge", {}).items() if n in rr and rr[n]["redis"]])
+edge, rr = runs.get("edge", {}), runs.get("redisrate", {})
+redis_ratio = ratio(edge, rr, "redis")
 
 print(f"{'target':14} {'rounds':>6} {'req/s (each)':>22} {'req/s':>7} {'p50 ms':>7} {'p99 ms':>7} "
       f"{'proxy us/call':>13} {'backend us/call':>15} {'redis us/call':>13} {'x thrpt':>8} {'x proxy CPU':>11} {'x backend CPU':>13}  non-2xx")
@@ -67,16 +73,13 @@ print(f"edge Redis CPU per call / redisrate's (one redis_rate Allow), median of 
 # The edge against bare httputil carrying the same calls (edge.lua's token).
 tok = runs.get("httputil-token", {})
 if tok:
-    same = {k: med([r[k] / tok[n][k] for n, r in runs.get("edge", {}).items() if n in tok and tok[n][k]])
-            for k in ("rps", "proxy", "backend")}
+    same = {k: ratio(edge, tok, k) for k in ("rps", "proxy", "backend")}
     print(f"edge / httputil-token (bare httputil, the same calls with their tokens), median of per-round ratios: "
           f"throughput {same['rps']:.2f}, proxy CPU {same['proxy']:.2f}, backend CPU {same['backend']:.2f}")
 if len(sources) > 1:
-    edge = runs.get("edge", {})
     for i, src in enumerate(sources):
-        each = {k: med([r[k] / base[n][k] for n, r in edge.items() if n[0] == i and n in base and base[n][k]])
-                for k in ("rps", "proxy", "backend")}
-        redis = med([r["redis"] / rr[n]["redis"] for n, r in edge.items() if n[0] == i and n in rr and rr[n]["redis"]])
+        each = {k: ratio(edge, base, k, i) for k in ("rps", "proxy", "backend")}
+        redis = ratio(edge, rr, "redis", i)
         print(f"run {os.path.basename(os.path.normpath(src))}: edge throughput {each['rps']:.3f}, proxy CPU {each['proxy']:.3f}, "
               f"backend CPU {each['backend']:.3f}, Redis / one Allow {redis:.3f}")
 with open(os.path.join(d, "ratios.csv"), "w") as f:
