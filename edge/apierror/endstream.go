@@ -2,7 +2,6 @@ package apierror
 
 import (
 	"encoding/base64"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"mime"
@@ -14,6 +13,8 @@ import (
 	statuspb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/orgedge/edge/edge/wire"
 )
 
 // EndStream ends a stream whose response has started (its headers and
@@ -62,7 +63,7 @@ func connectEndStream(err *connect.Error) []byte {
 	payload, _ := json.Marshal(struct {
 		Error wireError `json:"error"`
 	}{e})
-	return frame(0b10, payload)
+	return wire.Envelope(wire.FlagEndStream, payload)
 }
 
 // grpcWebTrailers is gRPC-Web's trailers frame: flag 0x80, then the
@@ -74,7 +75,7 @@ func grpcWebTrailers(err *connect.Error) []byte {
 			fmt.Fprintf(&b, "%s: %s\r\n", strings.ToLower(k), v)
 		}
 	}
-	return frame(0x80, []byte(b.String()))
+	return wire.Envelope(wire.FlagTrailer, []byte(b.String()))
 }
 
 func grpcTrailers(err *connect.Error) http.Header {
@@ -89,14 +90,6 @@ func grpcTrailers(err *connect.Error) http.Header {
 		h.Set("Grpc-Status-Details-Bin", base64.RawStdEncoding.EncodeToString(bin))
 	}
 	return h
-}
-
-func frame(flags byte, payload []byte) []byte {
-	out := make([]byte, 5+len(payload))
-	out[0] = flags
-	binary.BigEndian.PutUint32(out[1:5], uint32(len(payload)))
-	copy(out[5:], payload)
-	return out
 }
 
 // percentEncode encodes grpc-message as the gRPC specification says:

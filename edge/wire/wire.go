@@ -19,7 +19,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/textproto"
 	"strings"
 
 	"google.golang.org/protobuf/encoding/protojson"
@@ -96,7 +95,7 @@ func UnaryMessage(c classify.Call, res *http.Response, body []byte, msg proto.Me
 				if err != nil {
 					return err
 				}
-				trailer = parseTrailer(data)
+				trailer = Trailer(data)
 			case message == nil:
 				message = &frames[i]
 			default:
@@ -184,17 +183,6 @@ func envelopes(b []byte) ([]frame, error) {
 		b = b[5+n:]
 	}
 	return out, nil
-}
-
-// parseTrailer reads a gRPC-Web trailer frame: "key: value\r\n" lines.
-func parseTrailer(b []byte) http.Header {
-	h := http.Header{}
-	for _, line := range strings.Split(string(b), "\r\n") {
-		if k, v, ok := strings.Cut(line, ":"); ok {
-			h.Add(textproto.CanonicalMIMEHeaderKey(strings.TrimSpace(k)), strings.TrimSpace(v))
-		}
-	}
-	return h
 }
 
 // grpcStatus finds grpc-status in the trailers, or in the headers of a

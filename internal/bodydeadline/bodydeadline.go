@@ -11,7 +11,6 @@
 package bodydeadline
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +18,8 @@ import (
 	"os"
 	"sync/atomic"
 	"time"
+
+	"github.com/orgedge/edge/edge/wire"
 )
 
 // ErrTimeout is what a read returns once the deadline has passed (it wraps
@@ -39,11 +40,7 @@ type Body struct {
 	read  int64
 	over  bool // the deadline is cleared for good
 
-	// Stream framing.
-	inMsg  bool
-	head   [5]byte
-	inHead int
-	left   uint32
+	env wire.Frames // a stream's envelopes
 }
 
 // Unary bounds the whole body of r: it must be in within timeout from now.
@@ -134,26 +131,14 @@ func (b *Body) clear() {
 // frames follows the envelopes in p: a message's first byte sets the
 // deadline, its last clears it.
 func (b *Body) frames(p []byte) {
-	for len(p) > 0 {
-		if !b.inMsg {
-			b.inMsg, b.inHead = true, 0
-			b.set()
-		}
-		if b.inHead < 5 {
-			k := copy(b.head[b.inHead:], p)
-			b.inHead += k
-			p = p[k:]
-			if b.inHead < 5 {
-				return
-			}
-			b.left = binary.BigEndian.Uint32(b.head[1:])
-		}
-		k := min(uint32(len(p)), b.left)
-		b.left -= k
-		p = p[k:]
-		if b.left == 0 {
-			b.inMsg = false
+	begun, partial := b.env.Started(), b.env.Partial()
+	b.env.Feed(p)
+	switch {
+	case !b.env.Partial():
+		if partial || b.env.Started() != begun {
 			b.unset()
 		}
+	case b.env.Started() != begun:
+		b.set() // a new message began in p
 	}
 }
