@@ -10,7 +10,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -33,6 +32,7 @@ import (
 	"github.com/orgedge/edge/edge/idempotency"
 	"github.com/orgedge/edge/edge/policy"
 	"github.com/orgedge/edge/edge/proxy"
+	"github.com/orgedge/edge/edge/result"
 	"github.com/orgedge/edge/edge/wire"
 	"github.com/orgedge/edge/identity"
 	"github.com/orgedge/edge/internal/bodydeadline"
@@ -161,6 +161,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Request-Id", id)
 
 	call, problem := classify.Classify(r, s.procs)
+	rec.frames = result.NewFrames(call)
 	ctx, span := s.tracing.startServer(r, call)
 	defer span.End()
 	r = r.WithContext(ctx)
@@ -496,8 +497,8 @@ const streamDeadlineGrace = time.Second
 // maxErrorBody bounds the backend error bodies the edge rewrites.
 const maxErrorBody = 64 << 10
 
-// modifyResponse notes the code of a Connect unary error and rewrites it,
-// for JSON callers, into the specification's shape. Other protocols get the
+// modifyResponse rewrites a Connect unary error, for JSON callers, into
+// the specification's shape. Other protocols get the
 // backend's bytes.
 func (s *Server) modifyResponse(res *http.Response) error {
 	f := inflightOf(res.Request)
@@ -529,12 +530,6 @@ func (s *Server) modifyResponse(res *http.Response) error {
 		return nil
 	}
 	_ = res.Body.Close()
-	var e struct {
-		Code string `json:"code"`
-	}
-	if json.Unmarshal(body, &e) == nil && len(e.Code) < 32 {
-		f.rec.code = e.Code
-	}
 	if f.call.JSON {
 		if out, ok := apierror.RewriteJSON(body); ok {
 			body = out

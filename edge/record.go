@@ -4,13 +4,14 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
-	"strconv"
 	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/orgedge/edge/edge/classify"
+	"github.com/orgedge/edge/edge/result"
+	"github.com/orgedge/edge/edge/wire"
 	"github.com/orgedge/edge/identity"
 )
 
@@ -31,6 +32,12 @@ type recorder struct {
 	upstream atomic.Int64
 	// reason says which dependency an unavailable answer is about.
 	reason string
+	// What result.Of reads the answer's code from: the body's envelopes
+	// (gRPC-Web, Connect streams), an error body, the bytes written.
+	frames  *wire.Frames
+	errBody []byte
+	errOver bool
+	written int64
 	// clientDeadline: the client chose a deadline shorter than the edge's
 	// cap (requests.max_*_timeout), so deadline_exceeded is its choice.
 	clientDeadline bool
@@ -93,7 +100,19 @@ func (r *recorder) Write(b []byte) (int, error) {
 	if r.status == 0 {
 		r.status = http.StatusOK
 	}
-	return r.ResponseWriter.Write(b)
+	n, err := r.ResponseWriter.Write(b)
+	r.written += int64(n)
+	if r.frames != nil {
+		r.frames.Feed(b[:n])
+	} else if r.status != http.StatusOK && !r.errOver {
+		// A Connect unary or HTTP/JSON error: its code is in the body.
+		if len(r.errBody)+n > maxErrorBody {
+			r.errBody, r.errOver = nil, true
+		} else {
+			r.errBody = append(r.errBody, b[:n]...)
+		}
+	}
+	return n, err
 }
 
 // Flush and Unwrap let the proxy flush every message and http.ResponseController
@@ -107,9 +126,8 @@ func (r *recorder) Flush() {
 func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
 // resultCode is the call's outcome as a Connect/gRPC code name: the edge's
-// own refusal, else grpc-status for gRPC and gRPC-Web, else the HTTP status
-// mapped the way Connect maps it. A Connect stream's end-of-stream error is
-// inside the body and not read here: it shows as ok.
+// own refusal, else the code of a replayed answer, else what call.Result
+// reads from the answer that went out.
 func (r *recorder) resultCode(c classify.Call) string {
 	if r.code != "" {
 		return r.code
@@ -117,21 +135,19 @@ func (r *recorder) resultCode(c classify.Call) string {
 	if r.replayCode != "" {
 		return r.replayCode
 	}
-	if c.Protocol == classify.GRPC || c.Protocol == classify.GRPCWeb {
-		h := r.Header()
-		s := h.Get("Grpc-Status")
-		if s == "" {
-			s = h.Get(http.TrailerPrefix + "Grpc-Status")
-		}
-		if s == "" && r.status != http.StatusOK {
-			return httpStatusCode(r.status)
-		}
-		if n, err := strconv.Atoi(s); err == nil {
-			return grpcCodeName(n)
-		}
-		return "ok"
+	h := r.Header()
+	a := result.Answer{Status: r.status, Header: h, Trailer: h, Frames: r.frames, Body: r.errBody, BodyOver: r.errOver, Written: r.written}
+	if s := h.Get(http.TrailerPrefix + "Grpc-Status"); s != "" {
+		a.Trailer = http.Header{"Grpc-Status": {s}}
 	}
-	return httpStatusCode(r.status)
+	code, ending := result.Of(c, a)
+	switch ending {
+	case result.Whole:
+		return result.CodeName(code)
+	case result.Unknowable:
+		return result.CodeName(result.HTTPCode(r.status))
+	}
+	return "unknown" // cut short: no status reached the client
 }
 
 var grpcCodes = [...]string{"ok", "canceled", "unknown", "invalid_argument", "deadline_exceeded", "not_found", "already_exists",
@@ -152,36 +168,6 @@ func grpcCodeName(n int) string {
 		return grpcCodes[n]
 	}
 	return "unknown"
-}
-
-// httpStatusCode maps an HTTP status to a code as Connect clients do.
-func httpStatusCode(status int) string {
-	switch status {
-	case 0, http.StatusOK:
-		return "ok"
-	case http.StatusBadRequest:
-		return "invalid_argument"
-	case http.StatusUnauthorized:
-		return "unauthenticated"
-	case http.StatusForbidden:
-		return "permission_denied"
-	case http.StatusNotFound:
-		return "not_found"
-	case http.StatusConflict:
-		return "aborted"
-	case http.StatusRequestTimeout, http.StatusGatewayTimeout:
-		return "deadline_exceeded"
-	case http.StatusPreconditionFailed:
-		return "failed_precondition"
-	case http.StatusRequestEntityTooLarge, http.StatusTooManyRequests:
-		return "resource_exhausted"
-	case http.StatusNotImplemented:
-		return "unimplemented"
-	case http.StatusServiceUnavailable, http.StatusBadGateway:
-		return "unavailable"
-	default:
-		return "unknown"
-	}
 }
 
 // logCall writes the one access line of a call. It never names the token,

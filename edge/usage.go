@@ -3,7 +3,6 @@ package edge
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
@@ -13,6 +12,7 @@ import (
 	"github.com/orgedge/edge/edge/apierror"
 	"github.com/orgedge/edge/edge/classify"
 	"github.com/orgedge/edge/edge/ratelimit"
+	"github.com/orgedge/edge/edge/result"
 	svcv1 "github.com/orgedge/edge/gen/svc/v1"
 	"github.com/orgedge/edge/gen/svc/v1/svcv1connect"
 	"github.com/orgedge/edge/identity"
@@ -96,12 +96,8 @@ func (s *Server) serveUsage(w *recorder, r *http.Request, call classify.Call) {
 	s.usage.ServeHTTP(a, r)
 	body := a.body.Bytes()
 	if a.status != 0 && a.status != http.StatusOK {
-		var e struct {
-			Code string `json:"code"`
-		}
-		if json.Unmarshal(body, &e) == nil && len(e.Code) < 32 {
-			w.code = e.Code
-		}
+		code, _ := result.Of(call, result.Answer{Status: a.status, Header: a.header, Body: body, Written: int64(len(body))})
+		w.code = result.CodeName(code) // the edge's own answer
 		if out, ok := apierror.RewriteJSON(body); ok {
 			body = out
 		}

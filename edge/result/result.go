@@ -1,0 +1,195 @@
+package result
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+
+	"connectrpc.com/connect"
+
+	"github.com/orgedge/edge/edge/classify"
+	"github.com/orgedge/edge/edge/wire"
+)
+
+// Answer is what a call's result is read from: the answer as it went to the
+// client.
+type Answer struct {
+	Status int
+	// Header is the answer's header as the status went out; it carries
+	// grpc-status in a trailers-only gRPC or gRPC-Web answer.
+	Header http.Header
+	// Trailer is a gRPC answer's trailers.
+	Trailer http.Header
+	// Frames followed the body of a gRPC-Web answer or a Connect stream
+	// (see NewFrames).
+	Frames *wire.Frames
+	// Body is a Connect unary or HTTP/JSON answer's error body, when kept
+	// whole; BodyOver: it was too large to keep.
+	Body     []byte
+	BodyOver bool
+	// Written counts the body bytes written, to tell a unary answer cut
+	// short of its Content-Length.
+	Written int64
+}
+
+// Ending is how much an answer tells of the call's end.
+type Ending int
+
+const (
+	Whole      Ending = iota // the code is known from a whole answer
+	CutShort                 // the answer is not whole, or ends without a status
+	Unknowable               // the answer is whole, but its status is in a body too large to keep
+)
+
+// OK is success: connect-go has no name for it; gRPC's status is 0.
+const OK connect.Code = 0
+
+// CodeName is a code's name as metrics, logs and spans show it: "ok" for
+// OK, else connect-go's name ("permission_denied").
+func CodeName(c connect.Code) string {
+	if c == OK {
+		return "ok"
+	}
+	return c.String()
+}
+
+// NewFrames returns what follows the body of c's answer for Of: the
+// envelopes of a gRPC-Web answer (its trailers frame) or of a Connect
+// stream (its end-of-stream message); nil for the protocols whose result
+// is in the HTTP status or trailers.
+func NewFrames(c classify.Call) *wire.Frames {
+	switch {
+	case c.Protocol == classify.GRPCWeb:
+		return &wire.Frames{End: wire.FlagTrailer}
+	case c.Protocol == classify.Connect && c.Streaming:
+		return &wire.Frames{End: wire.FlagEndStream}
+	}
+	return nil
+}
+
+// Of is the one reading of a call's result, for every protocol, unary
+// or streaming, compressed or not: grpc-status from the trailers (gRPC),
+// the headers of a trailers-only answer, or the trailers frame (gRPC-Web);
+// the end-of-stream message (Connect streams); the error body's code
+// (Connect unary, HTTP/JSON), else the HTTP status as Connect clients map
+// it. The code is meaningful when the ending is Whole.
+func Of(c classify.Call, a Answer) (connect.Code, Ending) {
+	if a.Status == 0 {
+		return 0, CutShort
+	}
+	switch {
+	case c.Protocol == classify.GRPC:
+		s := a.Trailer.Get("Grpc-Status")
+		if s == "" {
+			s = a.Header.Get("Grpc-Status") // trailers-only
+		}
+		if s == "" && a.Status != http.StatusOK {
+			return HTTPCode(a.Status), Whole
+		}
+		return grpcCode(s)
+	case c.Protocol == classify.GRPCWeb:
+		if s := a.Header.Get("Grpc-Status"); s != "" {
+			return grpcCode(s) // trailers-only
+		}
+		if a.Status != http.StatusOK {
+			return HTTPCode(a.Status), Whole
+		}
+		if a.Frames == nil {
+			return 0, CutShort
+		}
+		payload, ok := a.Frames.EndFrame(a.Header.Get("Grpc-Encoding"))
+		if !ok {
+			return 0, CutShort
+		}
+		return grpcCode(wire.Trailer(payload).Get("Grpc-Status"))
+	case c.Protocol == classify.Connect && c.Streaming:
+		if a.Status != http.StatusOK {
+			return HTTPCode(a.Status), Whole
+		}
+		if a.Frames == nil {
+			return 0, CutShort
+		}
+		payload, ok := a.Frames.EndFrame(a.Header.Get("Connect-Content-Encoding"))
+		if !ok {
+			return 0, CutShort
+		}
+		var end struct {
+			Error *struct {
+				Code string `json:"code"`
+			} `json:"error"`
+		}
+		if json.Unmarshal(payload, &end) != nil {
+			return 0, CutShort
+		}
+		if end.Error == nil {
+			return OK, Whole
+		}
+		return codeOf(end.Error.Code), Whole
+	}
+	// Connect unary and plain HTTP/JSON: the status, and the body's code
+	// when it is an error.
+	if cl := a.Header.Get("Content-Length"); cl != "" && cl != strconv.FormatInt(a.Written, 10) {
+		return 0, CutShort
+	}
+	if a.Status == http.StatusOK {
+		return OK, Whole
+	}
+	if a.BodyOver {
+		return 0, Unknowable
+	}
+	var e struct {
+		Code string `json:"code"`
+	}
+	if json.Unmarshal(a.Body, &e) == nil && e.Code != "" {
+		return codeOf(e.Code), Whole
+	}
+	// An error without a Connect body (a 502 from something in between).
+	return HTTPCode(a.Status), Whole
+}
+
+// codeOf reads a Connect code name; one it does not know is unknown, as a
+// Connect client reads it.
+func codeOf(name string) connect.Code {
+	var code connect.Code
+	if code.UnmarshalText([]byte(name)) != nil {
+		return connect.CodeUnknown
+	}
+	return code
+}
+
+func grpcCode(s string) (connect.Code, Ending) {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 || n > 16 || len(s) > 2 {
+		return 0, CutShort
+	}
+	return connect.Code(n), Whole
+}
+
+// HTTPCode maps an HTTP status to a code as Connect clients do.
+func HTTPCode(status int) connect.Code {
+	switch status {
+	case 0, http.StatusOK:
+		return OK
+	case http.StatusBadRequest:
+		return connect.CodeInvalidArgument
+	case http.StatusUnauthorized:
+		return connect.CodeUnauthenticated
+	case http.StatusForbidden:
+		return connect.CodePermissionDenied
+	case http.StatusNotFound:
+		return connect.CodeNotFound
+	case http.StatusConflict:
+		return connect.CodeAborted
+	case http.StatusRequestTimeout, http.StatusGatewayTimeout:
+		return connect.CodeDeadlineExceeded
+	case http.StatusPreconditionFailed:
+		return connect.CodeFailedPrecondition
+	case http.StatusRequestEntityTooLarge, http.StatusTooManyRequests:
+		return connect.CodeResourceExhausted
+	case http.StatusNotImplemented:
+		return connect.CodeUnimplemented
+	case http.StatusServiceUnavailable, http.StatusBadGateway:
+		return connect.CodeUnavailable
+	}
+	return connect.CodeUnknown
+}
