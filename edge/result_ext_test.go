@@ -157,3 +157,34 @@ func watchUntilAccessLost(t *testing.T, ctx context.Context, owner, c testkit.Cl
 	}
 	return connect.CodeOf(stream.Err())
 }
+
+// TestAGzippedGRPCWebCallWithAnIdempotencyKeyRunsOnce: a gRPC-Web client
+// that compresses its requests gets compressed answers, trailer frame
+// included (flag 0x81); its retry with the same Idempotency-Key is still
+// the replay of the first answer, and the backend ran the call once.
+func TestAGzippedGRPCWebCallWithAnIdempotencyKeyRunsOnce(t *testing.T) {
+	s, token := startStack(t, orgsvc.Config{}, nil)
+	ctx := ctxT(t)
+	c := quotaClients(s.edge.URL, testkit.GRPCWeb, token("pro-gzip-web"), true)
+	create := func() (*connect.Response[svcv1.Organization], error) {
+		r := req(&svcv1.CreateOrganizationRequest{Name: "gzipped", BillingEmail: "a@b.example"})
+		r.Header().Set("Idempotency-Key", "gzip-web-1")
+		return c.Org.CreateOrganization(ctx, r)
+	}
+	first, err := create()
+	if err != nil {
+		t.Fatal(err)
+	}
+	retry, err := create()
+	if err != nil {
+		t.Fatalf("the retry: %v", err)
+	}
+	if retry.Header().Get("Idempotent-Replayed") != "true" || retry.Msg.Id != first.Msg.Id {
+		t.Fatalf("the retry got %s (Idempotent-Replayed %q), want the replay of %s",
+			retry.Msg.Id, retry.Header().Get("Idempotent-Replayed"), first.Msg.Id)
+	}
+	list, err := c.Org.ListOrganizations(ctx, req(&svcv1.ListOrganizationsRequest{}))
+	if err != nil || len(list.Msg.Organizations) != 1 {
+		t.Fatalf("the backend holds %v (%v), want exactly one organization", list, err)
+	}
+}

@@ -3,16 +3,14 @@ package idempotency
 import (
 	"bytes"
 	"encoding/base64"
-	"encoding/binary"
-	"encoding/json"
 	"net/http"
-	"net/textproto"
-	"strconv"
 	"strings"
 
 	"connectrpc.com/connect"
 
 	"github.com/orgedge/edge/edge/classify"
+	"github.com/orgedge/edge/edge/result"
+	"github.com/orgedge/edge/edge/wire"
 )
 
 // capture stands in front of the client's ResponseWriter while the first
@@ -46,12 +44,12 @@ type capture struct {
 	gone    bool // a write to the client failed: nothing more is passed on
 	held    byte // the last byte written, not yet passed on
 	holding bool
-	web     webFrames
-	trailer http.Header // set by finish
+	frames  *wire.Frames // the body's envelopes, for result.Of
+	trailer http.Header  // set by finish
 }
 
-func newCapture(w http.ResponseWriter, max int) *capture {
-	return &capture{w: w, header: make(http.Header), max: max}
+func newCapture(w http.ResponseWriter, max int, call classify.Call) *capture {
+	return &capture{w: w, header: make(http.Header), max: max, frames: result.NewFrames(call)}
 }
 
 func (c *capture) Header() http.Header { return c.header }
@@ -91,7 +89,9 @@ func (c *capture) Write(b []byte) (int, error) {
 			c.body.Write(b)
 		}
 	}
-	c.web.feed(b)
+	if c.frames != nil {
+		c.frames.Feed(b)
+	}
 	c.pass(b[:len(b)-1])
 	c.held, c.holding = b[len(b)-1], true
 	return len(b), nil
@@ -168,157 +168,21 @@ func declaredTrailers(h http.Header) map[string]bool {
 	return m
 }
 
-// ending is how much result knows of the call's end.
-type ending int
-
-const (
-	whole      ending = iota // the code is known from a whole answer
-	cutShort                 // the answer is not whole, or ends without a status
-	unknowable               // the answer was whole, but its status is in a body too large to keep
-)
-
-// result tells how the call ended, and its code when the ending is whole.
-func (c *capture) result(call classify.Call) (connect.Code, ending) {
-	if c.status == 0 {
-		return 0, cutShort
-	}
-	switch call.Protocol {
-	case classify.GRPC:
-		s := c.trailer.Get("Grpc-Status")
-		if s == "" {
-			s = c.snap.Get("Grpc-Status") // trailers-only
+// result tells how the call ended (result.Of), and its code when the
+// ending is whole.
+func (c *capture) result(call classify.Call) (connect.Code, result.Ending) {
+	a := result.Answer{Status: c.status, Header: c.snap, Trailer: c.trailer, Frames: c.frames,
+		Body: c.body.Bytes(), BodyOver: c.over, Written: c.written}
+	if call.Protocol == classify.GRPCWeb && c.snap.Get("Grpc-Status") == "" &&
+		strings.HasPrefix(c.snap.Get("Content-Type"), "application/grpc-web-text") {
+		// Base64: the frames are read from the body kept, decoded.
+		if c.over {
+			return 0, result.Unknowable
 		}
-		return grpcCode(s)
-	case classify.GRPCWeb:
-		if s := c.snap.Get("Grpc-Status"); s != "" {
-			return grpcCode(s) // trailers-only
-		}
-		if strings.HasPrefix(c.snap.Get("Content-Type"), "application/grpc-web-text") {
-			if c.over {
-				return 0, unknowable
-			}
-			var text webFrames
-			text.feed(decodeWebText(c.body.Bytes()))
-			return grpcCode(text.status())
-		}
-		return grpcCode(c.web.status())
+		a.Frames = result.NewFrames(call)
+		a.Frames.Feed(decodeWebText(c.body.Bytes()))
 	}
-	// Connect unary and plain HTTP/JSON: the status, and the body's code
-	// when it is an error.
-	if cl := c.snap.Get("Content-Length"); cl != "" && cl != strconv.FormatInt(c.written, 10) {
-		return 0, cutShort
-	}
-	if c.status == http.StatusOK {
-		return codeOK, whole
-	}
-	if c.over {
-		return 0, unknowable
-	}
-	var e struct {
-		Code string `json:"code"`
-	}
-	if json.Unmarshal(c.body.Bytes(), &e) == nil {
-		var code connect.Code
-		if code.UnmarshalText([]byte(e.Code)) == nil {
-			return code, whole
-		}
-	}
-	// An error without a Connect body (a 502 from something in between):
-	// nothing says whether the backend ran the call.
-	return connect.CodeUnknown, whole
-}
-
-// codeOK is success: connect-go has no name for it, gRPC's status is 0.
-const codeOK connect.Code = 0
-
-func codeName(c connect.Code) string {
-	if c == codeOK {
-		return "ok"
-	}
-	return c.String()
-}
-
-func grpcCode(s string) (connect.Code, ending) {
-	n, err := strconv.Atoi(s)
-	if err != nil || n < 0 || n > 16 || len(s) > 2 {
-		return 0, cutShort
-	}
-	return connect.Code(n), whole
-}
-
-// webFrames follows gRPC-Web's length-prefixed frames as the body goes by,
-// keeping only the trailer frame (flag 0x80), so that the status is known
-// even when the body is too large to keep.
-type webFrames struct {
-	head    [5]byte
-	inHead  int    // bytes of the current frame's prefix read
-	left    uint32 // payload bytes of the current frame still to come
-	trailer bool   // the current frame is the trailer frame
-	buf     []byte // the trailer frame's payload
-	done    bool   // a whole trailer frame has been read
-	bad     bool
-}
-
-// maxTrailerFrame bounds a gRPC-Web trailer frame.
-const maxTrailerFrame = 64 << 10
-
-func (f *webFrames) feed(b []byte) {
-	for len(b) > 0 && !f.bad {
-		if f.left == 0 && f.inHead < 5 {
-			n := copy(f.head[f.inHead:], b)
-			f.inHead += n
-			b = b[n:]
-			if f.inHead < 5 {
-				return
-			}
-			f.left = binary.BigEndian.Uint32(f.head[1:])
-			f.trailer = f.head[0]&0x80 != 0
-			if f.trailer {
-				if f.done || f.left > maxTrailerFrame {
-					f.bad = true // a second trailer frame, or a huge one
-					return
-				}
-				f.buf = f.buf[:0]
-			} else if f.done {
-				f.bad = true // a message after the trailers
-				return
-			}
-			if f.left == 0 {
-				f.endFrame()
-			}
-			continue
-		}
-		n := min(uint32(len(b)), f.left)
-		if f.trailer {
-			f.buf = append(f.buf, b[:n]...)
-		}
-		f.left -= n
-		b = b[n:]
-		if f.left == 0 {
-			f.endFrame()
-		}
-	}
-}
-
-func (f *webFrames) endFrame() {
-	f.inHead = 0
-	if f.trailer {
-		f.done = true
-	}
-}
-
-// status is grpc-status from a whole trailer frame ("key: value\r\n" lines),
-// or "" when there is none.
-func (f *webFrames) status() string {
-	if f.bad || !f.done || f.inHead != 0 || f.left != 0 {
-		return ""
-	}
-	for line := range strings.SplitSeq(string(f.buf), "\r\n") {
-		if k, v, ok := strings.Cut(line, ":"); ok && textproto.CanonicalMIMEHeaderKey(strings.TrimSpace(k)) == "Grpc-Status" {
-			return strings.TrimSpace(v)
-		}
-	}
-	return ""
+	return result.Of(call, a)
 }
 
 // decodeWebText decodes a gRPC-Web text body: base64, possibly several

@@ -2,6 +2,7 @@ package idempotency
 
 import (
 	"bytes"
+	"compress/gzip"
 	"encoding/base64"
 	"encoding/binary"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/orgedge/edge/edge/classify"
+	"github.com/orgedge/edge/edge/result"
 )
 
 func frame(flags byte, payload string) []byte {
@@ -21,43 +23,20 @@ func frame(flags byte, payload string) []byte {
 	return append(b, payload...)
 }
 
-func TestWebFramesFindTheStatusHoweverTheBodyIsSplit(t *testing.T) {
-	body := append(append(frame(0, "message"), frame(0, "")...), frame(0x80, "grpc-status: 6\r\ngrpc-message: taken\r\n")...)
-	for _, size := range []int{1, 2, 3, 5, 7, len(body)} {
-		var f webFrames
-		for b := body; len(b) > 0; {
-			n := min(size, len(b))
-			f.feed(b[:n])
-			b = b[n:]
-		}
-		if got := f.status(); got != "6" {
-			t.Errorf("fed %d bytes at a time: status %q, want 6", size, got)
-		}
-	}
-	cut := []struct {
-		name string
-		body []byte
-	}{
-		{"no trailer frame", frame(0, "message")},
-		{"truncated trailer", body[:len(body)-3]},
-		{"message after trailers", append(bytes.Clone(body), frame(0, "more")...)},
-		{"two trailer frames", append(bytes.Clone(body), frame(0x80, "grpc-status: 0\r\n")...)},
-	}
-	for _, tt := range cut {
-		var f webFrames
-		f.feed(tt.body)
-		if got := f.status(); got != "" {
-			t.Errorf("%s: status %q, want none", tt.name, got)
-		}
-	}
-}
-
 func TestDecodeWebTextReadsConcatenatedChunks(t *testing.T) {
 	a, b := frame(0, "hello"), frame(0x80, "grpc-status: 0\r\n")
 	text := base64.StdEncoding.EncodeToString(a) + base64.StdEncoding.EncodeToString(b)
 	if got := decodeWebText([]byte(text)); !bytes.Equal(got, append(bytes.Clone(a), b...)) {
 		t.Fatalf("decodeWebText = %q", got)
 	}
+}
+
+func gzipped(s string) string {
+	var b bytes.Buffer
+	zw := gzip.NewWriter(&b)
+	_, _ = zw.Write([]byte(s))
+	_ = zw.Close()
+	return b.String()
 }
 
 var (
@@ -73,7 +52,7 @@ func TestCaptureResult(t *testing.T) {
 		max   int
 		write func(w http.ResponseWriter)
 		code  connect.Code
-		end   ending
+		end   result.Ending
 	}{
 		{"grpc declared trailers", grpcCall, 1 << 10, func(w http.ResponseWriter) {
 			w.Header().Set("Content-Type", "application/grpc")
@@ -81,71 +60,78 @@ func TestCaptureResult(t *testing.T) {
 			w.WriteHeader(200)
 			_, _ = w.Write(frame(0, "msg"))
 			w.Header().Set("Grpc-Status", "0")
-		}, codeOK, whole},
+		}, result.OK, result.Whole},
 		{"grpc prefixed trailers", grpcCall, 1 << 10, func(w http.ResponseWriter) {
 			w.WriteHeader(200)
 			_, _ = w.Write(frame(0, "msg"))
 			w.Header().Set(http.TrailerPrefix+"Grpc-Status", "6")
-		}, connect.CodeAlreadyExists, whole},
+		}, connect.CodeAlreadyExists, result.Whole},
 		{"grpc trailers-only", grpcCall, 1 << 10, func(w http.ResponseWriter) {
 			w.Header().Set("Grpc-Status", "14")
 			w.WriteHeader(200)
-		}, connect.CodeUnavailable, whole},
+		}, connect.CodeUnavailable, result.Whole},
 		{"grpc without a status", grpcCall, 1 << 10, func(w http.ResponseWriter) {
 			w.WriteHeader(200)
 			_, _ = w.Write(frame(0, "msg"))
-		}, 0, cutShort},
+		}, 0, result.CutShort},
 		{"grpc too large, status known", grpcCall, 4, func(w http.ResponseWriter) {
 			w.Header().Set("Trailer", "Grpc-Status")
 			w.WriteHeader(200)
 			_, _ = w.Write(frame(0, "a long message"))
 			w.Header().Set("Grpc-Status", "0")
-		}, codeOK, whole},
+		}, result.OK, result.Whole},
 		{"grpc-web too large, status in the trailer frame", webCall, 8, func(w http.ResponseWriter) {
 			w.Header().Set("Content-Type", "application/grpc-web+proto")
 			w.WriteHeader(200)
 			_, _ = w.Write(frame(0, "a long message"))
 			_, _ = w.Write(frame(0x80, "grpc-status: 5\r\n"))
-		}, connect.CodeNotFound, whole},
+		}, connect.CodeNotFound, result.Whole},
+		{"grpc-web gzip, trailer frame compressed", webCall, 1 << 10, func(w http.ResponseWriter) {
+			w.Header().Set("Content-Type", "application/grpc-web+proto")
+			w.Header().Set("Grpc-Encoding", "gzip")
+			w.WriteHeader(200)
+			_, _ = w.Write(frame(0x01, gzipped("message")))
+			_, _ = w.Write(frame(0x81, gzipped("grpc-status: 6\r\ngrpc-message: taken\r\n")))
+		}, connect.CodeAlreadyExists, result.Whole},
 		{"grpc-web text", webCall, 1 << 10, func(w http.ResponseWriter) {
 			w.Header().Set("Content-Type", "application/grpc-web-text")
 			w.WriteHeader(200)
 			_, _ = w.Write([]byte(base64.StdEncoding.EncodeToString(frame(0x80, "grpc-status: 3\r\n"))))
-		}, connect.CodeInvalidArgument, whole},
+		}, connect.CodeInvalidArgument, result.Whole},
 		{"grpc-web text too large", webCall, 4, func(w http.ResponseWriter) {
 			w.Header().Set("Content-Type", "application/grpc-web-text")
 			w.WriteHeader(200)
 			_, _ = w.Write([]byte(base64.StdEncoding.EncodeToString(frame(0x80, "grpc-status: 0\r\n"))))
-		}, 0, unknowable},
+		}, 0, result.Unknowable},
 		{"connect success", connectCall, 1 << 10, func(w http.ResponseWriter) {
 			w.Header().Set("Content-Length", "2")
 			_, _ = w.Write([]byte("{}"))
-		}, codeOK, whole},
+		}, result.OK, result.Whole},
 		{"connect success too large", connectCall, 1, func(w http.ResponseWriter) {
 			_, _ = w.Write([]byte(`{"name":"x"}`))
-		}, codeOK, whole},
+		}, result.OK, result.Whole},
 		{"connect body shorter than its Content-Length", connectCall, 1 << 10, func(w http.ResponseWriter) {
 			w.Header().Set("Content-Length", "10")
 			_, _ = w.Write([]byte("{}"))
-		}, 0, cutShort},
+		}, 0, result.CutShort},
 		{"connect error", connectCall, 1 << 10, func(w http.ResponseWriter) {
 			w.WriteHeader(409)
 			_, _ = w.Write([]byte(`{"code":"already_exists","message":"taken"}`))
-		}, connect.CodeAlreadyExists, whole},
+		}, connect.CodeAlreadyExists, result.Whole},
 		{"connect error too large", connectCall, 4, func(w http.ResponseWriter) {
 			w.WriteHeader(400)
 			_, _ = w.Write([]byte(`{"code":"invalid_argument"}`))
-		}, 0, unknowable},
+		}, 0, result.Unknowable},
 		{"an error that is not Connect's", connectCall, 1 << 10, func(w http.ResponseWriter) {
 			w.WriteHeader(502)
 			_, _ = w.Write([]byte("bad gateway"))
-		}, connect.CodeUnknown, whole},
-		{"nothing written", connectCall, 1 << 10, func(http.ResponseWriter) {}, 0, cutShort},
+		}, connect.CodeUnavailable, result.Whole}, // as a Connect client reads it
+		{"nothing written", connectCall, 1 << 10, func(http.ResponseWriter) {}, 0, result.CutShort},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rec := httptest.NewRecorder()
-			c := newCapture(rec, tt.max)
+			c := newCapture(rec, tt.max, tt.call)
 			tt.write(c)
 			c.finish()
 			code, end := c.result(tt.call)
@@ -159,7 +145,7 @@ func TestCaptureResult(t *testing.T) {
 func TestCapturePassesTheAnswerOnAndHoldsBackItsEnd(t *testing.T) {
 	rec := httptest.NewRecorder()
 	rec.Header().Set("X-Ratelimit-Remaining", "9") // an earlier step's
-	c := newCapture(rec, 1<<10)
+	c := newCapture(rec, 1<<10, connectCall)
 	c.Flush() // nothing to flush yet: the answer must not go out
 	if rec.Flushed {
 		t.Fatal("flushed before any body")

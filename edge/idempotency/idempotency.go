@@ -156,6 +156,7 @@ import (
 
 	"github.com/orgedge/edge/edge/apierror"
 	"github.com/orgedge/edge/edge/classify"
+	"github.com/orgedge/edge/edge/result"
 	"github.com/orgedge/edge/edge/wire"
 )
 
@@ -384,7 +385,7 @@ func (s *Step) forward(w http.ResponseWriter, r *http.Request, c classify.Call, 
 		fwd, cancel = context.WithDeadline(ctx, deadline)
 		defer cancel()
 	}
-	cw := newCapture(w, s.maxResponse)
+	cw := newCapture(w, s.maxResponse, c)
 	next.ServeHTTP(cw, r.WithContext(fwd))
 	cw.finish()
 	stop()
@@ -393,7 +394,7 @@ func (s *Step) forward(w http.ResponseWriter, r *http.Request, c classify.Call, 
 	defer cw.end()
 
 	code, end := cw.result(c)
-	if end == cutShort || end == whole && !kept(code) {
+	if end == result.CutShort || end == result.Whole && !kept(code) {
 		s.release(ctx, entry, token)
 		return NotStored
 	}
@@ -401,8 +402,8 @@ func (s *Step) forward(w http.ResponseWriter, r *http.Request, c classify.Call, 
 	// so that a duplicate never runs the call again because of the bound.
 	name := "unknown"
 	var resp *encoded
-	if end == whole {
-		name = codeName(code)
+	if end == result.Whole {
+		name = result.CodeName(code)
 		if !cw.over {
 			if e, err := encodeResponse(stored(cw.snap), cw.trailer, cw.body.Bytes()); err == nil && e.size() <= s.maxResponse {
 				resp = e
@@ -426,7 +427,7 @@ func (s *Step) forward(w http.ResponseWriter, r *http.Request, c classify.Call, 
 // the errors that say the call does not and will not run as sent.
 func kept(code connect.Code) bool {
 	switch code {
-	case codeOK, connect.CodeInvalidArgument, connect.CodeNotFound, connect.CodeAlreadyExists,
+	case result.OK, connect.CodeInvalidArgument, connect.CodeNotFound, connect.CodeAlreadyExists,
 		connect.CodePermissionDenied, connect.CodeFailedPrecondition, connect.CodeOutOfRange, connect.CodeUnimplemented:
 		return true
 	}
