@@ -18,7 +18,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -32,10 +31,10 @@ import (
 	"github.com/orgedge/edge/edge/idempotency"
 	"github.com/orgedge/edge/edge/policy"
 	"github.com/orgedge/edge/edge/proxy"
+	"github.com/orgedge/edge/edge/reqbody"
 	"github.com/orgedge/edge/edge/result"
 	"github.com/orgedge/edge/edge/wire"
 	"github.com/orgedge/edge/identity"
-	"github.com/orgedge/edge/internal/bodydeadline"
 )
 
 // Options are what the edge is made of.
@@ -65,7 +64,7 @@ type Server struct {
 	limits  *Limits
 	idem    *idempotency.Step
 	usage   http.Handler
-	maxBody int64
+	bodies  reqbody.Options
 	tracing tracing
 }
 
@@ -90,7 +89,8 @@ func New(o Options) (*Server, error) {
 		metrics: o.Metrics,
 		limits:  o.Limits,
 		idem:    o.Idempotency,
-		maxBody: int64(o.Config.Requests.MaxBodyBytes),
+		bodies: reqbody.Options{MaxBytes: int64(o.Config.Requests.MaxBodyBytes),
+			Timeout: o.Config.Requests.BodyTimeout, MessageTimeout: o.Config.Requests.StreamMessageTimeout},
 		tracing: newTracing(o.TracerProvider),
 	}
 	if s.log == nil {
@@ -138,8 +138,7 @@ type inflight struct {
 	expires  time.Time // a stream's end: its token's expiry plus the clock skew (expiry.go)
 	// The request body's bounds, to tell a body the edge cut from a
 	// backend failure.
-	sized *boundedBody
-	timed *bodydeadline.Body
+	body *reqbody.Body
 }
 
 func inflightOf(r *http.Request) *inflight {
@@ -212,22 +211,12 @@ func (s *Server) serve(w *recorder, r *http.Request, call classify.Call, problem
 		return nil
 	}
 
-	if r.ContentLength > s.maxBody {
-		s.refuse(w, r, bodyTooLarge(s.maxBody))
+	if r.ContentLength > s.bodies.MaxBytes {
+		s.refuse(w, r, reqbody.TooLarge(s.bodies.MaxBytes))
 		return nil
 	}
 	// Bound the body in time (from now: its headers are in) and in size.
-	var timed *bodydeadline.Body
-	if call.Streaming {
-		timed = bodydeadline.Stream(w, r, s.cfg.Requests.StreamMessageTimeout)
-	} else {
-		timed = bodydeadline.Unary(w, r, s.cfg.Requests.BodyTimeout)
-	}
-	var sized *boundedBody
-	if r.Body != nil {
-		sized = &boundedBody{ReadCloser: r.Body, left: s.maxBody}
-		r.Body = sized
-	}
+	body := reqbody.Bound(w, r, call.Streaming, s.bodies)
 
 	// One policy for the whole call, even if a reload swaps it meanwhile.
 	pol := s.limits.Policy()
@@ -272,7 +261,7 @@ func (s *Server) serve(w *recorder, r *http.Request, call classify.Call, problem
 	budget := proxy.Deadline(r, call, max)
 	w.clientDeadline = budget < max
 	deadline := start.Add(budget)
-	f := &inflight{call: call, rec: w, admitted: admitted, sized: sized, timed: timed}
+	f := &inflight{call: call, rec: w, admitted: admitted, body: body}
 	if call.Streaming && !p.Expiry.IsZero() {
 		f.expires = p.Expiry.Add(s.cfg.OIDC.ClockSkew)
 	}
@@ -441,54 +430,9 @@ func authError(err error, call classify.Call) *connect.Error {
 	return apierror.New(connect.CodeUnauthenticated, ie.Reason, ie.Message, opts...)
 }
 
-func bodyTooLarge(limit int64) *connect.Error {
-	return apierror.New(connect.CodeResourceExhausted, "REQUEST_TOO_LARGE", fmt.Sprintf("request body larger than %d bytes", limit),
-		apierror.WithMetadata("limit_bytes", strconv.FormatInt(limit, 10)))
-}
-
-// errBodyTooLarge is what a bounded body returns past its bound.
-var errBodyTooLarge = errors.New("request body too large")
-
-// boundedBody fails reads past a bound, so that the proxy stops and the edge
-// answers resource_exhausted instead of forwarding a truncated body.
-// It reads at most one byte past the bound, and passes none of it on.
-type boundedBody struct {
-	io.ReadCloser
-	left int64
-	over atomic.Bool // the body passed the bound
-}
-
-func (b *boundedBody) Read(p []byte) (int, error) {
-	if b.left < 0 {
-		return 0, errBodyTooLarge
-	}
-	if int64(len(p)) > b.left+1 {
-		p = p[:b.left+1]
-	}
-	n, err := b.ReadCloser.Read(p)
-	b.left -= int64(n)
-	if b.left < 0 {
-		b.over.Store(true)
-		return 0, errBodyTooLarge
-	}
-	return n, err
-}
-
-// tooLarge reports whether the body passed its bound; safe from any
-// goroutine (the proxy reads the body in the transport's).
-func (b *boundedBody) tooLarge() bool { return b != nil && b.over.Load() }
-
 // errRequestBody ends a call whose body the edge cut, when the backend
 // answered anyway: upstreamError answers it.
 var errRequestBody = errors.New("request body cut by the edge")
-
-func bodyTimeout(c classify.Call, unary, stream time.Duration) *connect.Error {
-	msg := fmt.Sprintf("the request body did not arrive within %s", unary)
-	if c.Streaming {
-		msg = fmt.Sprintf("a request message did not arrive within %s", stream)
-	}
-	return apierror.New(connect.CodeDeadlineExceeded, "REQUEST_BODY_TIMEOUT", msg)
-}
 
 // streamDeadlineGrace is how long past its deadline the edge lets the
 // backend end a stream before cutting it.
@@ -502,7 +446,7 @@ const maxErrorBody = 64 << 10
 // backend's bytes.
 func (s *Server) modifyResponse(res *http.Response) error {
 	f := inflightOf(res.Request)
-	if f.sized.tooLarge() || f.timed.Expired() {
+	if f.body.Cut() {
 		return errRequestBody // the backend answered a body cut short
 	}
 	if !f.expires.IsZero() && res.StatusCode == http.StatusOK {
@@ -545,10 +489,8 @@ func (s *Server) modifyResponse(res *http.Response) error {
 func (s *Server) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
 	f := inflightOf(r)
 	switch {
-	case errors.Is(err, errBodyTooLarge) || f.sized.tooLarge():
-		s.refuse(w, r, bodyTooLarge(s.maxBody))
-	case errors.Is(err, bodydeadline.ErrTimeout) || f.timed.Expired():
-		s.refuse(w, r, bodyTimeout(f.call, s.cfg.Requests.BodyTimeout, s.cfg.Requests.StreamMessageTimeout))
+	case f.body.Refusal(err) != nil:
+		s.refuse(w, r, f.body.Refusal(err))
 	case errors.Is(r.Context().Err(), context.DeadlineExceeded):
 		s.refuse(w, r, apierror.New(connect.CodeDeadlineExceeded, "DEADLINE_EXCEEDED", "the backend did not answer in time"))
 	case errors.Is(r.Context().Err(), context.Canceled):

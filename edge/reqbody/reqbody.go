@@ -1,0 +1,119 @@
+// Package reqbody bounds a call's request body in size and in time, and
+// names the refusal for a body the edge cut: a client cannot make the edge
+// hold a goroutine, a connection and what the call reserved by sending
+// slowly, nor forward a body larger than requests.max_body_bytes.
+//
+// It is a step of the chain that writes nothing itself: the chain wraps the
+// body with [Bound] after the headers are in, and answers [Body.Refusal]
+// when the proxy's read of the body failed. The time bound is
+// internal/bodydeadline's, which the backend shares.
+package reqbody
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/orgedge/edge/edge/apierror"
+	"github.com/orgedge/edge/internal/bodydeadline"
+)
+
+// Options are a body's bounds.
+type Options struct {
+	// MaxBytes bounds the body's size (requests.max_body_bytes).
+	MaxBytes int64
+	// Timeout bounds a unary call's whole body, from its headers
+	// (requests.body_timeout); MessageTimeout each message of a stream
+	// (requests.stream_message_timeout).
+	Timeout, MessageTimeout time.Duration
+}
+
+// ErrTooLarge is what a read returns past the size bound.
+var ErrTooLarge = errors.New("request body too large")
+
+// Body is the bounds of one call's body.
+type Body struct {
+	o         Options
+	streaming bool
+	sized     *sized
+	timed     *bodydeadline.Body
+}
+
+// Bound bounds r's body from now in time (its headers are in) and in size,
+// replacing r.Body. w is r's ResponseWriter, or one that unwraps to it.
+func Bound(w http.ResponseWriter, r *http.Request, streaming bool, o Options) *Body {
+	b := &Body{o: o, streaming: streaming}
+	if streaming {
+		b.timed = bodydeadline.Stream(w, r, o.MessageTimeout)
+	} else {
+		b.timed = bodydeadline.Unary(w, r, o.Timeout)
+	}
+	if r.Body != nil {
+		b.sized = &sized{ReadCloser: r.Body, left: o.MaxBytes}
+		r.Body = b.sized
+	}
+	return b
+}
+
+// Cut reports whether the edge cut the body: it passed its size bound or
+// missed its deadline. Safe from any goroutine (the proxy reads the body in
+// the transport's); false on a nil Body.
+func (b *Body) Cut() bool {
+	return b != nil && (b.sized != nil && b.sized.over.Load() || b.timed.Expired())
+}
+
+// Refusal is the error to answer for a call whose forwarding failed with
+// err, when the edge cut its body; nil when the body is not the cause.
+func (b *Body) Refusal(err error) *connect.Error {
+	switch {
+	case b == nil:
+		return nil
+	case errors.Is(err, ErrTooLarge) || b.sized != nil && b.sized.over.Load():
+		return TooLarge(b.o.MaxBytes)
+	case errors.Is(err, bodydeadline.ErrTimeout) || b.timed.Expired():
+		msg := fmt.Sprintf("the request body did not arrive within %s", b.o.Timeout)
+		if b.streaming {
+			msg = fmt.Sprintf("a request message did not arrive within %s", b.o.MessageTimeout)
+		}
+		return apierror.New(connect.CodeDeadlineExceeded, "REQUEST_BODY_TIMEOUT", msg)
+	}
+	return nil
+}
+
+// TooLarge is the refusal of a body larger than limit bytes, also for one
+// whose declared length says so before it is read.
+func TooLarge(limit int64) *connect.Error {
+	return apierror.New(connect.CodeResourceExhausted, "REQUEST_TOO_LARGE", fmt.Sprintf("request body larger than %d bytes", limit),
+		apierror.WithMetadata("limit_bytes", strconv.FormatInt(limit, 10)))
+}
+
+// sized fails reads past a bound, so that the proxy stops and the edge
+// answers resource_exhausted instead of forwarding a truncated body. It
+// reads at most one byte past the bound, and passes none of it on.
+type sized struct {
+	io.ReadCloser
+	left int64
+	over atomic.Bool // the body passed the bound
+}
+
+func (b *sized) Read(p []byte) (int, error) {
+	if b.left < 0 {
+		return 0, ErrTooLarge
+	}
+	if int64(len(p)) > b.left+1 {
+		p = p[:b.left+1]
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
+	if b.left < 0 {
+		b.over.Store(true)
+		return 0, ErrTooLarge
+	}
+	return n, err
+}
