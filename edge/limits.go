@@ -28,6 +28,7 @@ import (
 	"github.com/orgedge/edge/edge/wire"
 	svcv1 "github.com/orgedge/edge/gen/svc/v1"
 	"github.com/orgedge/edge/identity"
+	"github.com/orgedge/edge/internal/backendapi"
 )
 
 // Limits is the limit step: plan and operation rates, concurrent-stream
@@ -341,8 +342,8 @@ func (l *Limits) unreadable(ctx context.Context, c classify.Call, err error) {
 }
 
 // ended releases, at once, the environments that a forced DeleteProject or
-// DeleteOrganization ended, as the backend listed them (EndedHeader). When
-// the list was cut short (EndedMoreHeader), a reconciliation pass runs now.
+// DeleteOrganization ended, as the backend listed them (backendapi.EndedHeader). When
+// the list was cut short (backendapi.EndedMoreHeader), a reconciliation pass runs now.
 func (l *Limits) ended(ctx context.Context, ids []string, more bool) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
@@ -369,15 +370,15 @@ func (a *admission) watchesAnswer() bool { return a != nil && (a.reserved != nil
 const maxWatchedAnswer = 1 << 20
 
 // endedEnvironments reads the backend's list of the environments a call
-// ended (EndedHeader, EndedMoreHeader) and removes it from the answer: it is
+// ended (backendapi.EndedHeader, EndedMoreHeader) and removes it from the answer: it is
 // for the edge alone. ok reports whether there was one.
 func endedEnvironments(h http.Header) (ids []string, more, ok bool) {
-	values, moreValue := h.Values(EndedHeader), h.Get(EndedMoreHeader)
+	values, moreValue := h.Values(backendapi.EndedHeader), h.Get(backendapi.EndedMoreHeader)
 	if len(values) == 0 && moreValue == "" {
 		return nil, false, false
 	}
-	h.Del(EndedHeader)
-	h.Del(EndedMoreHeader)
+	h.Del(backendapi.EndedHeader)
+	h.Del(backendapi.EndedMoreHeader)
 	for _, v := range values {
 		for _, id := range strings.Split(v, ",") {
 			if id = strings.TrimSpace(id); id != "" && len(id) <= 128 && len(ids) < maxEndedEnvironments {
@@ -387,14 +388,6 @@ func endedEnvironments(h http.Header) (ids []string, more, ok bool) {
 	}
 	return ids, moreValue != "", true
 }
-
-// The backend's answer header listing the environments a forced delete
-// ended, comma-separated, and the header saying the list was cut short.
-// orgsvc writes them (orgsvc.EndedEnvironmentsHeader); the edge removes them.
-const (
-	EndedHeader     = "Orgsvc-Ended-Environments"
-	EndedMoreHeader = "Orgsvc-Ended-Environments-More"
-)
 
 // maxEndedEnvironments bounds the ids the edge takes from one answer.
 const maxEndedEnvironments = 1000

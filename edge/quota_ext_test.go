@@ -15,6 +15,7 @@ import (
 
 	"github.com/orgedge/edge/config"
 	svcv1 "github.com/orgedge/edge/gen/svc/v1"
+	"github.com/orgedge/edge/internal/backendapi"
 	"github.com/orgedge/edge/internal/testkit"
 	"github.com/orgedge/edge/orgsvc"
 )
@@ -165,7 +166,7 @@ func TestForcedDeletesGiveTheirEnvironmentsSlotsBackAtOnce(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if h := res.Header().Get(orgsvc.EndedEnvironmentsHeader); h != "" {
+			if h := res.Header().Get(backendapi.EndedHeader); h != "" {
 				t.Fatalf("the client sees the backend's internal header: %q", h)
 			}
 			if n := running(t, c); n != 0 {

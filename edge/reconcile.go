@@ -13,14 +13,8 @@ import (
 	"time"
 
 	"github.com/orgedge/edge/edge/quota"
+	"github.com/orgedge/edge/internal/backendapi"
 )
-
-// ReconcilePath is the backend's internal, read-only endpoint on its admin
-// listener that tells which of a list of environment ids still exist
-// (orgsvc serves it). It reveals nothing but the existence of ids the
-// caller already knows, and lives on the admin listener, which is never
-// exposed outside the cluster.
-const ReconcilePath = "/internal/v1/environments:existing"
 
 // Reconciler makes the edge's running-environment records in Redis agree
 // with the backend, the source of truth, every Interval (with a little
@@ -126,7 +120,7 @@ func (r *Reconciler) existing(ctx context.Context, ids []string) (map[string]boo
 	if err != nil {
 		return nil, err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.AdminURL+ReconcilePath, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.AdminURL+backendapi.ExistingEnvironmentsPath, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}

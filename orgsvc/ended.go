@@ -9,50 +9,31 @@ import (
 	"strings"
 	"time"
 
+	"github.com/orgedge/edge/internal/backendapi"
 	"github.com/orgedge/edge/orgsvc/store"
 )
 
-// Headers by which a forced DeleteProject or DeleteOrganization tells the
-// edge which environments it ended, so that their quota slots come back at
-// once: the ids, comma-separated (at most MaxEndedListed), and, when more
-// ended than are listed, EndedEnvironmentsMoreHeader (the edge then
-// reconciles at once). The edge removes both from the answer; they are
-// not part of the API. (edge.EndedHeader and edge.EndedMoreHeader are the
-// same names.)
-const (
-	EndedEnvironmentsHeader     = "Orgsvc-Ended-Environments"
-	EndedEnvironmentsMoreHeader = "Orgsvc-Ended-Environments-More"
-	MaxEndedListed              = 1000
-)
-
-// listEnded writes the ended environments' ids into h.
+// listEnded writes the ended environments' ids into h
+// (backendapi.EndedHeader, EndedMoreHeader): the edge releases their quota
+// slots at once and removes the headers from the answer.
 func listEnded(h http.Header, ended []store.Environment) {
 	if len(ended) == 0 {
 		return
 	}
-	ids := make([]string, 0, min(len(ended), MaxEndedListed))
-	for _, e := range ended[:min(len(ended), MaxEndedListed)] {
+	ids := make([]string, 0, min(len(ended), backendapi.MaxEndedListed))
+	for _, e := range ended[:min(len(ended), backendapi.MaxEndedListed)] {
 		ids = append(ids, e.ID)
 	}
-	h.Set(EndedEnvironmentsHeader, strings.Join(ids, ","))
-	if len(ended) > MaxEndedListed {
-		h.Set(EndedEnvironmentsMoreHeader, "true")
+	h.Set(backendapi.EndedHeader, strings.Join(ids, ","))
+	if len(ended) > backendapi.MaxEndedListed {
+		h.Set(backendapi.EndedMoreHeader, "true")
 	}
 }
-
-// ExistingEnvironmentsPath is the internal, read-only endpoint by which the
-// edge reconciles its environment quota records with this backend, the
-// source of truth (edge.ReconcilePath is the same path). POST
-// {"ids": [...]} (at most store.MaxExistingIDs) answers {"existing": [...]}:
-// which of the ids are live environments. It says nothing more than whether
-// ids the caller already knows exist, and it is served only on the admin
-// listener, which must stay inside the cluster.
-const ExistingEnvironmentsPath = "/internal/v1/environments:existing"
 
 // maxExistingRequest bounds the endpoint's request body.
 const maxExistingRequest = 128 << 10
 
-// existingEnvironments serves ExistingEnvironmentsPath.
+// existingEnvironments serves backendapi.ExistingEnvironmentsPath.
 func (s *Service) existingEnvironments(w http.ResponseWriter, r *http.Request) {
 	var in struct {
 		IDs []string `json:"ids"`
@@ -96,5 +77,5 @@ func (s *Service) existingEnvironments(w http.ResponseWriter, r *http.Request) {
 // besides health and metrics: the internal reconciliation endpoint. Pass
 // them to AdminHandler.
 func (s *Service) AdminRoutes() []AdminRoute {
-	return []AdminRoute{{Pattern: "POST " + ExistingEnvironmentsPath, Handler: http.HandlerFunc(s.existingEnvironments)}}
+	return []AdminRoute{{Pattern: "POST " + backendapi.ExistingEnvironmentsPath, Handler: http.HandlerFunc(s.existingEnvironments)}}
 }

@@ -8,18 +8,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/orgedge/edge/edge"
 	svcv1 "github.com/orgedge/edge/gen/svc/v1"
+	"github.com/orgedge/edge/internal/backendapi"
 	"github.com/orgedge/edge/internal/testkit"
 	"github.com/orgedge/edge/orgsvc"
 	"github.com/orgedge/edge/orgsvc/store"
 )
-
-func TestTheEdgeAndTheBackendAgreeOnTheInternalNames(t *testing.T) {
-	if edge.EndedHeader != orgsvc.EndedEnvironmentsHeader || edge.EndedMoreHeader != orgsvc.EndedEnvironmentsMoreHeader || edge.ReconcilePath != orgsvc.ExistingEnvironmentsPath {
-		t.Fatal("the edge and the backend name the ended-environments headers or the reconciliation path differently")
-	}
-}
 
 func TestTheAdminListenerSaysWhichEnvironmentsExistAndNothingElse(t *testing.T) {
 	iss := testkit.StartIssuer(t)
@@ -39,7 +33,7 @@ func TestTheAdminListenerSaysWhichEnvironmentsExistAndNothingElse(t *testing.T) 
 		t.Fatal(err)
 	}
 	post := func(body string) (*http.Response, map[string][]string) {
-		res, err := http.Post(be.AdminURL+orgsvc.ExistingEnvironmentsPath, "application/json", strings.NewReader(body))
+		res, err := http.Post(be.AdminURL+backendapi.ExistingEnvironmentsPath, "application/json", strings.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -69,7 +63,7 @@ func TestTheAdminListenerSaysWhichEnvironmentsExistAndNothingElse(t *testing.T) 
 		t.Fatalf("%d ids: %d", store.MaxExistingIDs+1, res.StatusCode)
 	}
 	// Not on the API listener.
-	r, err := http.Post(be.URL+orgsvc.ExistingEnvironmentsPath, "application/json", strings.NewReader(`{"ids":[]}`))
+	r, err := http.Post(be.URL+backendapi.ExistingEnvironmentsPath, "application/json", strings.NewReader(`{"ids":[]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
