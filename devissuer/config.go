@@ -25,6 +25,17 @@ type Config struct {
 	Clients []Client
 	// Users who may log in with the password grant. Empty means [DevUsers].
 	Users []User
+	// RefreshTokenTTL is the lifetime of a refresh token (issued with the
+	// password and device grants, and anew by each refresh). Default
+	// [DefaultRefreshTokenTTL].
+	RefreshTokenTTL time.Duration
+	// DeviceCodeTTL is how long a device code of the device authorization
+	// grant waits for a person to approve it. Default [DefaultDeviceCodeTTL].
+	DeviceCodeTTL time.Duration
+	// DevicePollInterval is the polling interval, in whole seconds, that the
+	// device authorization endpoint gives clients. Default
+	// [DefaultDevicePollInterval].
+	DevicePollInterval time.Duration
 	// DisablePlanUsers turns off the generated load-test users (see
 	// [PlanUserPassword]); only the listed Users can then log in.
 	DisablePlanUsers bool
@@ -36,8 +47,9 @@ type Config struct {
 //
 // A confidential client (Public false) has a service account: it gets tokens
 // for itself with the client_credentials grant, authenticated by Secret, and
-// cannot use the password grant. A public client (Public true) has no secret
-// and gets tokens for users with the password grant only.
+// cannot use the password or device grants. A public client (Public true)
+// has no secret and gets tokens for people: with the password grant, or with
+// the device authorization grant (RFC 8628) that a command-line client uses.
 type Client struct {
 	ID     string
 	Secret string
@@ -47,7 +59,8 @@ type Client struct {
 	Roles []string
 }
 
-// User is a person who logs in with the password grant. Username is matched
+// User is a person who logs in with the password grant or approves a device
+// on the device grant's approval page. Username is matched
 // case-insensitively, as Keycloak does, and must be given in lower case.
 // Empty Email, Name or Plan leave that claim out of the user's tokens.
 type User struct {
@@ -81,6 +94,24 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.TokenTTL < time.Second {
 		return cfg, fmt.Errorf("token TTL %v: must be at least 1s", cfg.TokenTTL)
+	}
+	if cfg.RefreshTokenTTL == 0 {
+		cfg.RefreshTokenTTL = DefaultRefreshTokenTTL
+	}
+	if cfg.RefreshTokenTTL < time.Second {
+		return cfg, fmt.Errorf("refresh token TTL %v: must be at least 1s", cfg.RefreshTokenTTL)
+	}
+	if cfg.DeviceCodeTTL == 0 {
+		cfg.DeviceCodeTTL = DefaultDeviceCodeTTL
+	}
+	if cfg.DeviceCodeTTL < time.Second {
+		return cfg, fmt.Errorf("device code TTL %v: must be at least 1s", cfg.DeviceCodeTTL)
+	}
+	if cfg.DevicePollInterval == 0 {
+		cfg.DevicePollInterval = DefaultDevicePollInterval
+	}
+	if cfg.DevicePollInterval < time.Second || cfg.DevicePollInterval%time.Second != 0 {
+		return cfg, fmt.Errorf("device poll interval %v: must be whole seconds, at least 1s", cfg.DevicePollInterval)
 	}
 	if len(cfg.Clients) == 0 {
 		cfg.Clients = DevClients()

@@ -13,10 +13,17 @@ const (
 	DefaultRealm    = "dev"
 	DefaultAudience = "api"
 	DefaultTokenTTL = 10 * time.Minute
+	// DefaultRefreshTokenTTL is Keycloak's default SSO Session Idle.
+	DefaultRefreshTokenTTL = 30 * time.Minute
+	// DefaultDeviceCodeTTL and DefaultDevicePollInterval are Keycloak's
+	// defaults for the device authorization grant.
+	DefaultDeviceCodeTTL      = 10 * time.Minute
+	DefaultDevicePollInterval = 5 * time.Second
 
 	// DevClientSecret is the secret of every confidential fixture client.
 	DevClientSecret = "dev-secret"
-	// DevPublicClient is the public fixture client for the password grant.
+	// DevPublicClient is the public fixture client for the password grant
+	// and the device authorization grant (the command-line client's login).
 	DevPublicClient = "cli"
 
 	// PlanUserPassword is the password of every generated load-test user:
@@ -58,12 +65,15 @@ func DevUsers() []User {
 // caller who wants to start from the fixtures and change a few things.
 func DefaultConfig() Config {
 	return Config{
-		Realm:    DefaultRealm,
-		Audience: []string{DefaultAudience},
-		TokenTTL: DefaultTokenTTL,
-		Clients:  DevClients(),
-		Users:    DevUsers(),
-		Now:      time.Now,
+		Realm:              DefaultRealm,
+		Audience:           []string{DefaultAudience},
+		TokenTTL:           DefaultTokenTTL,
+		RefreshTokenTTL:    DefaultRefreshTokenTTL,
+		DeviceCodeTTL:      DefaultDeviceCodeTTL,
+		DevicePollInterval: DefaultDevicePollInterval,
+		Clients:            DevClients(),
+		Users:              DevUsers(),
+		Now:                time.Now,
 	}
 }
 

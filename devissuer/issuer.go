@@ -17,14 +17,16 @@ const (
 )
 
 // Issuer is a development OIDC issuer. It is an http.Handler serving, under
-// the path of its issuer URL, the discovery document, the JWKS and the token
-// endpoint; every other path is 404. Its methods are safe for concurrent use.
+// the path of its issuer URL, the discovery document, the JWKS, the token
+// endpoint, and the device authorization endpoint with its approval page;
+// every other path is 404. Its methods are safe for concurrent use.
 type Issuer struct {
 	cfg     Config
 	url     string
 	clients map[string]Client
 	users   map[string]User
 	keys    keyring
+	devices devices
 	mux     *http.ServeMux
 }
 
@@ -61,6 +63,9 @@ func New(baseURL string, cfg Config) (*Issuer, error) {
 	iss.mux.HandleFunc("GET "+p+discoveryPath, iss.serveDiscovery)
 	iss.mux.HandleFunc("GET "+p+certsPath, iss.serveCerts)
 	iss.mux.HandleFunc("POST "+p+tokenPath, iss.serveToken)
+	iss.mux.HandleFunc("POST "+p+deviceAuthPath, iss.serveDeviceAuthorization)
+	iss.mux.HandleFunc("GET "+p+devicePagePath, iss.serveDevicePage)
+	iss.mux.HandleFunc("POST "+p+devicePagePath, iss.serveDeviceDecision)
 	return iss, nil
 }
 
@@ -91,7 +96,8 @@ func issuerURLOf(baseURL, realm string) (*url.URL, error) {
 // URL returns the issuer URL: the iss claim, and what go-oidc's NewProvider takes.
 func (iss *Issuer) URL() string { return iss.url }
 
-// ServeHTTP serves the discovery document, the JWKS and the token endpoint.
+// ServeHTTP serves the discovery document, the JWKS, the token endpoint and
+// the device authorization grant's endpoint and page.
 func (iss *Issuer) ServeHTTP(w http.ResponseWriter, r *http.Request) { iss.mux.ServeHTTP(w, r) }
 
 // KeyID returns the kid of the key that signs new tokens.
@@ -207,6 +213,7 @@ func (iss *Issuer) user(username string) (User, bool) {
 type discovery struct {
 	Issuer                   string   `json:"issuer"`
 	TokenEndpoint            string   `json:"token_endpoint"`
+	DeviceEndpoint           string   `json:"device_authorization_endpoint"`
 	JWKSURI                  string   `json:"jwks_uri"`
 	GrantTypesSupported      []string `json:"grant_types_supported"`
 	ResponseTypesSupported   []string `json:"response_types_supported"`
@@ -221,10 +228,12 @@ func (iss *Issuer) serveDiscovery(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, discovery{
 		Issuer:              iss.url,
 		TokenEndpoint:       iss.url + tokenPath,
+		DeviceEndpoint:      iss.url + deviceAuthPath,
 		JWKSURI:             iss.url + certsPath,
-		GrantTypesSupported: []string{grantClientCredentials, grantPassword},
-		// There is no authorization endpoint: tokens come straight from the
-		// token endpoint. The field is required, so it says just that.
+		GrantTypesSupported: []string{grantClientCredentials, grantPassword, grantDeviceCode, grantRefreshToken},
+		// There is no authorization endpoint: tokens come from the token
+		// endpoint (the device grant's approval page is not one). The field
+		// is required, so it says just that.
 		ResponseTypesSupported:   []string{"token"},
 		SubjectTypesSupported:    []string{"public"},
 		IDTokenSigningAlgs:       []string{"RS256"},

@@ -45,7 +45,7 @@ func TestDiscoveryAdvertisesKeycloakEndpoints(t *testing.T) {
 		field     string
 		got, want []string
 	}{
-		{"grant_types_supported", d.GrantTypes, []string{"client_credentials", "password"}},
+		{"grant_types_supported", d.GrantTypes, []string{"client_credentials", "password", "urn:ietf:params:oauth:grant-type:device_code", "refresh_token"}},
 		{"id_token_signing_alg_values_supported", d.Algs, []string{"RS256"}},
 		{"subject_types_supported", d.SubjectTypes, []string{"public"}},
 		{"token_endpoint_auth_methods_supported", d.TokenEndpointAuthMethods, []string{"client_secret_post", "client_secret_basic"}},

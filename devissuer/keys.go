@@ -112,3 +112,31 @@ func (k *keyring) jwks() jose.JSONWebKeySet {
 	defer k.mu.RUnlock()
 	return jose.JSONWebKeySet{Keys: slices.Clone(k.published)}
 }
+
+// verify checks that token is a compact JWS signed with RS256 by a key still
+// published, and returns its payload.
+func (k *keyring) verify(token string) ([]byte, error) {
+	jws, err := jose.ParseSigned(token, []jose.SignatureAlgorithm{jose.RS256})
+	if err != nil {
+		return nil, fmt.Errorf("parse: %w", err)
+	}
+	if len(jws.Signatures) != 1 {
+		return nil, fmt.Errorf("%d signatures, want 1", len(jws.Signatures))
+	}
+	kid := jws.Signatures[0].Header.KeyID
+	k.mu.RLock()
+	i := slices.IndexFunc(k.published, func(j jose.JSONWebKey) bool { return j.KeyID == kid })
+	var pub jose.JSONWebKey
+	if i >= 0 {
+		pub = k.published[i]
+	}
+	k.mu.RUnlock()
+	if i < 0 {
+		return nil, fmt.Errorf("key %q is not published", kid)
+	}
+	payload, err := jws.Verify(pub.Key)
+	if err != nil {
+		return nil, fmt.Errorf("signature: %w", err)
+	}
+	return payload, nil
+}

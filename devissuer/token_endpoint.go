@@ -13,17 +13,21 @@ import (
 const (
 	grantClientCredentials = "client_credentials"
 	grantPassword          = "password"
+	grantRefreshToken      = "refresh_token"
 )
 
 // maxTokenRequest bounds the body of a token request.
 const maxTokenRequest = 64 << 10
 
-// tokenResponse is Keycloak's token response, without refresh token. The
-// scope is always openid, so an ID token comes with every access token.
+// tokenResponse is Keycloak's token response. The scope is always openid,
+// so an ID token comes with every access token; a refresh token comes with
+// a person's tokens (password, device and refresh grants), not with a
+// service account's, as in Keycloak.
 type tokenResponse struct {
 	AccessToken      string `json:"access_token"`
 	IDToken          string `json:"id_token"`
 	ExpiresIn        int64  `json:"expires_in"`
+	RefreshToken     string `json:"refresh_token,omitempty"`
 	RefreshExpiresIn int64  `json:"refresh_expires_in"`
 	TokenType        string `json:"token_type"`
 	NotBeforePolicy  int64  `json:"not-before-policy"`
@@ -32,7 +36,8 @@ type tokenResponse struct {
 
 // serveToken is the token endpoint. It checks, in order: the request's
 // shape, the grant type, the client, the client's right to the grant, and
-// for the password grant the user.
+// then what the grant presents: the user's password, the device code, or
+// the refresh token.
 func (iss *Issuer) serveToken(w http.ResponseWriter, r *http.Request) {
 	form, oerr := readTokenForm(w, r)
 	if oerr != nil {
@@ -44,7 +49,7 @@ func (iss *Issuer) serveToken(w http.ResponseWriter, r *http.Request) {
 	case "":
 		errInvalidRequest("Missing form parameter: grant_type").write(w)
 		return
-	case grantClientCredentials, grantPassword:
+	case grantClientCredentials, grantPassword, grantDeviceCode, grantRefreshToken:
 	default:
 		(&oauthError{http.StatusBadRequest, "unsupported_grant_type", "Unsupported grant_type"}).write(w)
 		return
@@ -60,7 +65,10 @@ func (iss *Issuer) serveToken(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	var claims map[string]any
+	var (
+		claims map[string]any
+		person *User // the person the tokens are for; nil for a service account
+	)
 	switch grant {
 	case grantClientCredentials:
 		if client.Public {
@@ -83,27 +91,65 @@ func (iss *Issuer) serveToken(w http.ResponseWriter, r *http.Request) {
 			(&oauthError{http.StatusUnauthorized, "invalid_grant", "Invalid user credentials"}).write(w)
 			return
 		}
-		claims = iss.userClaims(u, client.ID)
+		person = &u
+	case grantDeviceCode:
+		if !client.Public {
+			errUnauthorizedClient(http.StatusBadRequest, "Client is not allowed to initiate OAuth 2.0 Device Authorization Grant. The flow is disabled for the client.").write(w)
+			return
+		}
+		code := form.Get("device_code")
+		if code == "" {
+			errInvalidRequest("Missing parameter: device_code").write(w)
+			return
+		}
+		username, oerr := iss.devices.poll(code, client.ID, iss.cfg.Now())
+		if oerr != nil {
+			oerr.write(w)
+			return
+		}
+		u, ok := iss.user(username)
+		if !ok {
+			(&oauthError{http.StatusBadRequest, "invalid_grant", "User not found"}).write(w)
+			return
+		}
+		person = &u
+	case grantRefreshToken:
+		u, oerr := iss.redeemRefresh(form.Get("refresh_token"), client)
+		if oerr != nil {
+			oerr.write(w)
+			return
+		}
+		person = &u
+	}
+	if person != nil {
+		claims = iss.userClaims(*person, client.ID)
 	}
 
 	tok, err := iss.Mint(claims)
-	var idTok string
+	var idTok, refresh string
 	if err == nil {
 		idTok, err = iss.Mint(idTokenClaims(claims, tok))
+	}
+	if err == nil && person != nil {
+		refresh, err = iss.mintRefresh(*person, client.ID)
 	}
 	if err != nil {
 		(&oauthError{http.StatusInternalServerError, "server_error", "could not sign the token"}).write(w)
 		return
 	}
-	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("Pragma", "no-cache")
-	writeJSON(w, http.StatusOK, tokenResponse{
+	resp := tokenResponse{
 		AccessToken: tok,
 		IDToken:     idTok,
 		ExpiresIn:   int64(iss.cfg.TokenTTL / time.Second),
 		TokenType:   "Bearer",
 		Scope:       tokenScope,
-	})
+	}
+	if refresh != "" {
+		resp.RefreshToken, resp.RefreshExpiresIn = refresh, int64(iss.cfg.RefreshTokenTTL/time.Second)
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Pragma", "no-cache")
+	writeJSON(w, http.StatusOK, resp)
 }
 
 // readTokenForm reads the form-encoded body, bounded, and refuses repeated
