@@ -144,6 +144,10 @@ Credentials (tokens live 10 minutes):
   password grant      client cli: alice/alice (free), bob/bob (pro), carol/carol (enterprise)
                       any free-<x>, pro-<x>, enterprise-<x> with password dev
 
+Log in as a person with the command-line client (device flow: open the
+printed link, approve as alice/alice):
+  go run ./cmd/orgctl login
+
 Try:
   TOKEN=$(curl -s -d grant_type=password -d client_id=cli -d username=alice -d password=alice %[3]s/protocol/openid-connect/token | sed -E 's/.*"access_token":"([^"]+)".*/\1/')
   curl -s -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' -d '{"name":"acme","billingEmail":"billing@acme.example"}' http://%[1]s/svc.v1.OrganizationService/CreateOrganization
