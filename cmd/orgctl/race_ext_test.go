@@ -1,0 +1,5 @@
+//go:build race
+
+package main_test
+
+func init() { raceBuild = true }
