@@ -204,16 +204,13 @@ func tokenEndpointError(what string, s *settings, err error) error {
 
 // tokenSource returns what every call of this command gets its token from:
 // client credentials when a client secret is set (a new token for this
-// command, kept in memory only), the stored session otherwise.
+// command, kept in memory only), the stored session otherwise. Both start
+// at the first call, so that a mistake in the command line is told first.
 func tokenSource(ctx context.Context, s *settings, hc *http.Client) (oauth2.TokenSource, error) {
 	if s.clientSecret != "" {
 		return &serviceAccountSource{ctx: ctx, s: s, hc: hc}, nil
 	}
-	sess, err := s.loadSession()
-	if err != nil {
-		return nil, err
-	}
-	return &sessionSource{ctx: ctx, s: s, hc: hc, sess: sess}, nil
+	return &sessionSource{ctx: ctx, s: s, hc: hc}, nil
 }
 
 // sessionSource gives the session's access token, refreshed (and stored)
@@ -223,12 +220,19 @@ type sessionSource struct {
 	s    *settings
 	hc   *http.Client
 	mu   sync.Mutex
-	sess *session
+	sess *session // nil until the first call
 }
 
 func (src *sessionSource) Token() (*oauth2.Token, error) {
 	src.mu.Lock()
 	defer src.mu.Unlock()
+	if src.sess == nil {
+		sess, err := src.s.loadSession()
+		if err != nil {
+			return nil, err
+		}
+		src.sess = sess
+	}
 	if time.Until(src.sess.Expiry) > refreshMargin {
 		return &oauth2.Token{AccessToken: src.sess.AccessToken, TokenType: "Bearer", Expiry: src.sess.Expiry}, nil
 	}

@@ -306,7 +306,7 @@ development context. Elsewhere, add your installation once:
   orgctl login
 
 Flags of every API command:
-  --context NAME        installation to use (contexts are in the config file)
+  --context NAME        installation to use, a context of the config file (`+envContext+`)
   --api URL             API address                        (`+envAPI+`)
   --issuer URL          OIDC issuer URL                    (`+envIssuer+`)
   --client-id ID        command-line client, or a service account's client id (`+envClientID+`)
