@@ -116,7 +116,7 @@ func (k *keyring) jwks() jose.JSONWebKeySet {
 // verify checks that token is a compact JWS signed with RS256 by a key still
 // published, and returns its payload.
 func (k *keyring) verify(token string) ([]byte, error) {
-	jws, err := jose.ParseSigned(token, []jose.SignatureAlgorithm{jose.RS256})
+	jws, err := jose.ParseSignedCompact(token, []jose.SignatureAlgorithm{jose.RS256})
 	if err != nil {
 		return nil, fmt.Errorf("parse: %w", err)
 	}

@@ -126,3 +126,11 @@ func TestContextsFromTheConfigFileYieldToEnvironmentAndFlags(t *testing.T) {
 		t.Errorf("use of a deleted context: %s", r)
 	}
 }
+
+func TestIssuerOutOfReachIsExitNineTryAgain(t *testing.T) {
+	c := &cli{t: t, env: []string{"HOME=" + t.TempDir(), "XDG_CONFIG_HOME=" + t.TempDir(),
+		"ORGCTL_ISSUER=http://127.0.0.1:1/realms/none", "ORGCTL_CLIENT_ID=svc-admin", "ORGCTL_CLIENT_SECRET=dev-secret"}}
+	if r := c.run("orgs", "list"); r.code != 9 || !strings.Contains(r.stderr, "OIDC discovery") {
+		t.Errorf("%s\nwant exit 9 naming the discovery", r)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -66,7 +67,7 @@ func (e *authError) Error() string {
 
 func (e *authError) Unwrap() error { return e.err }
 
-// invalidBlueprintError is a ValidateBlueprint answer of valid: false.
+// errInvalidBlueprint is a ValidateBlueprint answer of valid: false.
 var errInvalidBlueprint = errors.New("the blueprint is not valid")
 
 // exitCode classifies err. ctx is the command's context: once it is done
@@ -92,6 +93,9 @@ func exitCode(ctx context.Context, err error) int {
 	}
 	var ce *connect.Error
 	if !errors.As(err, &ce) {
+		if _, ok := errors.AsType[net.Error](err); ok {
+			return exitUnavailable // the issuer, unreachable or timing out
+		}
 		return exitFailure
 	}
 	switch ce.Code() {

@@ -58,8 +58,8 @@ func TestMain(m *testing.M) {
 
 // stackOptions change the stack a test runs against.
 type stackOptions struct {
-	tokenTTL       time.Duration         // the issuer's access-token lifetime
-	provisionDelay time.Duration         // how long an environment is PROVISIONING
+	tokenTTL       time.Duration        // the issuer's access-token lifetime
+	provisionDelay time.Duration        // how long an environment is PROVISIONING
 	edge           func(*config.Config) // changes to the edge's configuration
 }
 

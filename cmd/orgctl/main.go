@@ -75,10 +75,10 @@ type command struct {
 type commandKind int
 
 const (
-	callsAPI    commandKind = iota // connection, call and output flags; a token
-	mutatesAPI                     // as callsAPI, plus --idempotency-key
-	localOnly                      // connection flags only (login, logout, whoami)
-	configOnly                     // --config only (context)
+	callsAPI   commandKind = iota // connection, call and output flags; a token
+	mutatesAPI                    // as callsAPI, plus --idempotency-key
+	localOnly                     // connection flags only (login, logout, whoami)
+	configOnly                    // --config only (context)
 )
 
 // run runs the command line args and returns the exit status.
