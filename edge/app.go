@@ -15,9 +15,11 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/orgedge/edge/config"
+	"github.com/orgedge/edge/edge/admin"
 	"github.com/orgedge/edge/edge/authn"
 	"github.com/orgedge/edge/edge/classify"
 	"github.com/orgedge/edge/edge/idempotency"
+	"github.com/orgedge/edge/edge/limits"
 	"github.com/orgedge/edge/edge/quota"
 	"github.com/orgedge/edge/edge/ratelimit"
 	"github.com/orgedge/edge/identity"
@@ -33,7 +35,7 @@ type App struct {
 	edge               *Server
 	failed             chan error
 	reloadState
-	reconciler     *Reconciler
+	reconciler     *limits.Reconciler
 	stopBackground context.CancelFunc
 }
 
@@ -42,13 +44,7 @@ type AppOption func(*appOptions)
 
 type appOptions struct {
 	tracerProvider trace.TracerProvider
-	settle         SettleFunc
 	logs           *LogWriter
-}
-
-// WithQuotaSettler gives the admin API's settle-quota action its function.
-func WithQuotaSettler(f SettleFunc) AppOption {
-	return func(o *appOptions) { o.settle = f }
 }
 
 // WithLogWriter exports the drops of the LogWriter the logger writes to, as
@@ -122,38 +118,37 @@ func NewApp(cfg *config.Config, log *slog.Logger, version string, opts ...AppOpt
 	// connection and the command's write and read; the client enforces
 	// the command's own bound (redis.timeout) inside it.
 	callTimeout := cfg.Redis.PoolTimeout + 2*cfg.Redis.Timeout
-	limits := &Limits{
-		Config: cfg.Limits,
-		Rates: ratelimit.New(a.redis, ratelimit.Options{
-			Timeout: callTimeout, Policy: policy, LocalShare: cfg.Limits.LocalShare, Logger: log, KeyPrefix: cfg.Redis.KeyPrefix,
-		}),
+	rates := ratelimit.New(a.redis, ratelimit.Options{
+		Timeout: callTimeout, Policy: policy, LocalShare: cfg.Limits.LocalShare, Logger: log, KeyPrefix: cfg.Redis.KeyPrefix,
+	})
+	envs := quota.NewEnvironments(a.redis, quota.WithTimeout(callTimeout), quota.WithLogger(log),
+		quota.WithKeyPrefix(cfg.Redis.KeyPrefix))
+	metrics := NewMetrics(reg, auth, rates, version)
+	if cfg.Upstream.AdminURL != "" {
+		a.reconciler = limits.NewReconciler(envs, cfg.Upstream.AdminURL, cfg.Limits.ReconcileInterval, log)
+	}
+	step := limits.New(limits.NewLive(cfg), limits.Options{
+		Rates: rates,
 		Streams: quota.NewStreams(a.redis, quota.WithTimeout(callTimeout), quota.WithLeasePeriod(cfg.Limits.StreamLease),
 			quota.WithLogger(log), quota.WithKeyPrefix(cfg.Redis.KeyPrefix)),
-		Envs: quota.NewEnvironments(a.redis, quota.WithTimeout(callTimeout), quota.WithLogger(log),
-			quota.WithKeyPrefix(cfg.Redis.KeyPrefix)),
-		Now: time.Now,
-		Log: log,
-	}
-	a.limits = limits
-	if cfg.Upstream.AdminURL != "" {
-		limits.Reconciler = NewReconciler(limits.Envs, cfg.Upstream.AdminURL, cfg.Limits.ReconcileInterval, log)
-		a.reconciler = limits.Reconciler
-	}
+		Envs:           envs,
+		OnRedisFailure: cfg.Limits.OnRedisFailure,
+		Reconciler:     a.reconciler,
+		Log:            log,
+		Observer:       metrics,
+	})
+	a.limits = step
 	idem := idempotency.New(a.redis, idempotency.Options{
 		TTL: cfg.Idempotency.TTL, Lease: cfg.Idempotency.Lease, MaxResponseBytes: int(cfg.Idempotency.MaxResponseBytes),
 		MaxRequestBytes: int64(cfg.Requests.MaxBodyBytes), Timeout: callTimeout,
 		FailOpen: cfg.Idempotency.OnRedisFailure == config.FailOpen, Logger: log, KeyPrefix: cfg.Redis.KeyPrefix,
 	})
-	metrics := NewMetrics(reg, auth, limits, version)
-	settle := o.settle
+	var settle admin.SettleFunc
 	if a.reconciler != nil {
-		a.reconciler.metrics = metrics
-		if settle == nil {
-			settle = a.reconciler.Settle
-		}
+		settle = a.reconciler.Settle
 	}
 	handler, err := New(Options{
-		Config: cfg, Auth: auth, Procedures: procs, Logger: log, Limits: limits, Idempotency: idem,
+		Config: cfg, Auth: auth, Procedures: procs, Logger: log, Limits: step, Idempotency: idem,
 		Metrics:        metrics,
 		TracerProvider: o.tracerProvider,
 	})
@@ -162,7 +157,7 @@ func NewApp(cfg *config.Config, log *slog.Logger, version string, opts ...AppOpt
 		return nil, err
 	}
 	a.edge = handler
-	checks := []Check{{Name: "issuer", Func: verifier.Ready}}
+	checks := []admin.Check{{Name: "issuer", Func: verifier.Ready}}
 	if cfg.Limits.OnRedisFailure == config.FailClosed {
 		// Under fail_closed a replica that cannot reach Redis refuses every
 		// call: let the load balancer prefer one that can. Under fail_open it
@@ -170,7 +165,7 @@ func NewApp(cfg *config.Config, log *slog.Logger, version string, opts ...AppOpt
 		// following it would empty the Service in an outage (or a long
 		// fork) that the edge was configured to ride out. Redis' health is
 		// then in the metrics and alerts (docs/operations.md).
-		checks = append(checks, Check{Name: "redis", Func: func(ctx context.Context) error { return a.redis.Ping(ctx).Err() }})
+		checks = append(checks, admin.Check{Name: "redis", Func: func(ctx context.Context) error { return a.redis.Ping(ctx).Err() }})
 	}
 
 	var protocols http.Protocols
@@ -192,8 +187,9 @@ func NewApp(cfg *config.Config, log *slog.Logger, version string, opts ...AppOpt
 		// deadline of its own (requests.max_*_timeout).
 	}
 	a.admin = &http.Server{
-		Addr:              cfg.Admin.Addr,
-		Handler:           adminMux(AdminHandler(reg, checks...), newOperator(limits, auth, log, cfg.Admin.Addr, settle), cfg.Admin.Pprof),
+		Addr: cfg.Admin.Addr,
+		Handler: admin.New(admin.Options{Gatherer: reg, Checks: checks, Limits: step, Auth: auth, Log: log,
+			Addr: cfg.Admin.Addr, Settle: settle, Pprof: cfg.Admin.Pprof}),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      30 * time.Second,
@@ -279,7 +275,7 @@ func (a *App) warmRedis() {
 
 // Reconciler is the edge's reconciliation of environment quotas with the
 // backend; nil without upstream.admin_url.
-func (a *App) Reconciler() *Reconciler { return a.reconciler }
+func (a *App) Reconciler() *limits.Reconciler { return a.reconciler }
 
 // Shutdown stops accepting calls and waits for open ones, streams
 // included, until ctx ends; the admin listener goes last so that probes see

@@ -8,7 +8,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -29,6 +28,7 @@ import (
 	"github.com/orgedge/edge/edge/authn"
 	"github.com/orgedge/edge/edge/classify"
 	"github.com/orgedge/edge/edge/idempotency"
+	"github.com/orgedge/edge/edge/limits"
 	"github.com/orgedge/edge/edge/policy"
 	"github.com/orgedge/edge/edge/proxy"
 	"github.com/orgedge/edge/edge/reqbody"
@@ -44,7 +44,7 @@ type Options struct {
 	Procedures classify.Procedures
 	Logger     *slog.Logger
 	Metrics    *Metrics // optional
-	Limits     *Limits
+	Limits     *limits.Step
 	// Idempotency replays calls that carry Idempotency-Key; nil: off.
 	Idempotency *idempotency.Step
 	// TracerProvider makes the edge's spans; nil: the global provider
@@ -61,7 +61,7 @@ type Server struct {
 	pool    *proxy.Pool
 	log     *slog.Logger
 	metrics *Metrics
-	limits  *Limits
+	limits  *limits.Step
 	idem    *idempotency.Step
 	usage   http.Handler
 	bodies  reqbody.Options
@@ -96,9 +96,7 @@ func New(o Options) (*Server, error) {
 	if s.log == nil {
 		s.log = slog.Default()
 	}
-	o.Limits.metrics = o.Metrics
-	o.Limits.setPolicy(newPolicy(o.Config))
-	s.usage = usageHandler(o.Limits)
+	s.usage = o.Limits.UsageHandler()
 	o.Metrics.streaming(o.Procedures)
 	uc := o.Config.Upstream
 	s.pool = proxy.NewPool(proxy.PoolOptions{
@@ -134,7 +132,7 @@ type callKey struct{}
 type inflight struct {
 	call     classify.Call
 	rec      *recorder
-	admitted *admission
+	admitted *limits.Admission
 	expires  time.Time // a stream's end: its token's expiry plus the clock skew (expiry.go)
 	// The request body's bounds, to tell a body the edge cut from a
 	// backend failure.
@@ -219,7 +217,7 @@ func (s *Server) serve(w *recorder, r *http.Request, call classify.Call, problem
 	body := reqbody.Bound(w, r, call.Streaming, s.bodies)
 
 	// One policy for the whole call, even if a reload swaps it meanwhile.
-	pol := s.limits.Policy()
+	pol := s.limits.Live()
 	p, rule, refusal := s.authenticate(r, call, pol)
 	if refusal != nil {
 		s.refuse(w, r, refusal)
@@ -227,9 +225,9 @@ func (s *Server) serve(w *recorder, r *http.Request, call classify.Call, problem
 	}
 
 	ctx, span := s.tracing.start(r.Context(), spanLimits)
-	admit := s.limits.admit
+	admit := s.limits.Admit
 	if s.replays(ctx, r, call, p, rule) {
-		admit = s.limits.admitReplay
+		admit = s.limits.AdmitReplay
 	}
 	admitted, refusal := admit(ctx, w, call, p, rule, pol)
 	span.End()
@@ -237,15 +235,15 @@ func (s *Server) serve(w *recorder, r *http.Request, call classify.Call, problem
 		s.refuse(w, r, refusal)
 		return p
 	}
-	defer admitted.done(r.Context())
-	if call.Procedure == usageProcedure {
-		s.serveUsage(w, r.WithContext(context.WithValue(r.Context(), usageKey{}, &usageCall{p, admitted})), call)
+	defer admitted.Done(r.Context())
+	if call.Procedure == limits.UsageProcedure {
+		s.serveUsage(w, r.WithContext(limits.WithUsageCaller(r.Context(), p, admitted)), call)
 		return p
 	}
 	if call.Streaming {
 		defer s.metrics.streamOpened(call)()
 	}
-	if admitted.watchesAnswer() {
+	if admitted.WatchesAnswer() {
 		for _, h := range wire.CompressionHeaders {
 			r.Header.Del(h)
 		}
@@ -278,7 +276,7 @@ func (s *Server) serve(w *recorder, r *http.Request, call classify.Call, problem
 	r = r.WithContext(ctx)
 	if s.idem != nil && !call.Streaming {
 		next := s.proxy
-		if admitted.replay {
+		if admitted.Replayed() {
 			next = replayGone{s}
 		}
 		s.idempotency(w, r, call, p.Subject, rule.Idempotent, next)
@@ -295,7 +293,7 @@ func (s *Server) serve(w *recorder, r *http.Request, call classify.Call, problem
 // authenticate authenticates and authorizes the caller, in a span of its
 // own. It returns the refusal to answer, if any, and the principal when the
 // token was valid.
-func (s *Server) authenticate(r *http.Request, call classify.Call, pol *Policy) (*identity.Principal, *policy.Rule, *connect.Error) {
+func (s *Server) authenticate(r *http.Request, call classify.Call, pol *limits.Live) (*identity.Principal, *policy.Rule, *connect.Error) {
 	ctx, span := s.tracing.start(r.Context(), spanAuthenticate)
 	defer span.End()
 	p, err := s.auth.AuthenticateRequest(ctx, r)
@@ -398,7 +396,7 @@ func unavailableReasonOf(err *connect.Error) string {
 		v, _ := d.Value()
 		if ei, ok := v.(*errdetails.ErrorInfo); ok {
 			switch {
-			case ei.Reason == reasonUnavailable:
+			case ei.Reason == limits.ReasonUnavailable:
 				return unavailableLimits
 			case ei.Reason == identity.ReasonIssuerUnavailable:
 				return unavailableIssuer
@@ -452,12 +450,12 @@ func (s *Server) modifyResponse(res *http.Response) error {
 	if !f.expires.IsZero() && res.StatusCode == http.StatusOK {
 		endAtExpiry(res, f)
 	}
-	if ids, more, ok := endedEnvironments(res.Header); ok {
-		s.limits.ended(res.Request.Context(), ids, more)
+	if ids, more, ok := limits.EndedEnvironments(res.Header); ok {
+		s.limits.Ended(res.Request.Context(), ids, more)
 	}
-	if f.admitted.watchesAnswer() {
-		body, err := readAnswer(res)
-		s.limits.answered(res.Request.Context(), f.admitted, f.call, res, body, err)
+	if f.admitted.WatchesAnswer() {
+		body, err := limits.ReadAnswer(res)
+		s.limits.Answered(res.Request.Context(), f.admitted, f.call, res, body, err)
 	}
 	if !f.call.UnaryConnect || res.StatusCode == http.StatusOK {
 		return nil
@@ -531,19 +529,4 @@ func clip(s string) string {
 		return s[:80] + "…"
 	}
 	return s
-}
-
-// subjectHash names a subject in logs without naming it.
-func subjectHash(sub string) string {
-	h := sha256.Sum256([]byte(sub))
-	return hex.EncodeToString(h[:6])
-}
-
-// principalHash is subjectHash of the principal's subject, from the sum the
-// authenticator computed once per token.
-func principalHash(p *identity.Principal) string {
-	if p.SubjectSum == ([32]byte{}) {
-		return subjectHash(p.Subject)
-	}
-	return hex.EncodeToString(p.SubjectSum[:6])
 }

@@ -12,13 +12,13 @@ import (
 
 	"github.com/orgedge/edge/config"
 	"github.com/orgedge/edge/edge/classify"
-	"github.com/orgedge/edge/edge/ratelimit"
 	"github.com/orgedge/edge/identity"
 )
 
 // The hot path's steps that live in this package, one benchmark each, so
 // that a regression shows in benchstat (docs/benchmarks.md). The others:
 // classify.BenchmarkClassify, authn.BenchmarkCachedToken,
+// limits.BenchmarkRateLimitHeaders,
 // ratelimit.BenchmarkAllowRealRedis, proxy.BenchmarkProxyHop.
 
 var benchCall = classify.Call{
@@ -26,31 +26,16 @@ var benchCall = classify.Call{
 	Service: "svc.v1.OrganizationService", Method: "GetOrganization", JSON: true, UnaryConnect: true,
 }
 
-// BenchmarkRateLimitHeaders formats the rate limit headers of an admitted
-// call with a plan limit and a daily cap.
-func BenchmarkRateLimitHeaders(b *testing.B) {
-	states := []ratelimit.State{
-		{Name: "plan", Limit: 6000, Burst: 200, Window: time.Minute, Remaining: 199, ResetAfter: 10 * time.Millisecond},
-		{Name: ratelimit.DailyName, Limit: 1_000_000, Burst: 1_000_000, Window: 24 * time.Hour, Remaining: 999_000, ResetAfter: 5 * time.Hour},
-	}
-	h := http.Header{}
-	now := time.Now()
-	b.ReportAllocs()
-	for b.Loop() {
-		setRateLimitHeaders(h, states, now)
-	}
-}
-
 // BenchmarkMetrics is what every forwarded call records: the request
 // counter and duration, the upstream duration, the limit decision.
 func BenchmarkMetrics(b *testing.B) {
-	m := NewMetrics(prometheus.NewRegistry(), nil, &Limits{}, "bench")
+	m := NewMetrics(prometheus.NewRegistry(), nil, nil, "bench")
 	b.ReportAllocs()
 	for b.Loop() {
 		m.observe(benchCall, "ok", outcomeForwarded, time.Millisecond)
 		m.overhead(benchCall, 100*time.Microsecond)
 		m.forwarded(benchCall, time.Millisecond)
-		m.decided("enterprise", "rate", true)
+		m.Decided("enterprise", "rate", true)
 	}
 }
 

@@ -11,6 +11,8 @@ import (
 	"github.com/orgedge/edge/edge/authn"
 	"github.com/orgedge/edge/edge/classify"
 	"github.com/orgedge/edge/edge/idempotency"
+	"github.com/orgedge/edge/edge/limits"
+	"github.com/orgedge/edge/edge/ratelimit"
 )
 
 // Metrics are the edge's Prometheus metrics. Labels are bounded: services
@@ -95,20 +97,11 @@ func (c *children[K, V]) get(k K) V {
 	return v
 }
 
-// Outcomes of edge_quota_reservations_total.
-const (
-	reservationReserved   = "reserved"    // a slot was held before forwarding CreateEnvironment
-	reservationConfirmed  = "confirmed"   // the backend created the environment
-	reservationRolledBack = "rolled_back" // the backend did not: the slot was given back
-	reservationReleased   = "released"    // DeleteEnvironment ended a running environment's quota
-	reservationRefused    = "refused"     // a quota refused the reservation
-)
-
 // Buckets fine enough to see sub-millisecond overhead, coarse enough for streams.
 var durationBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 3600}
 
 // NewMetrics registers the edge's metrics with reg.
-func NewMetrics(reg prometheus.Registerer, auth *authn.Authenticator, limits *Limits, version string) *Metrics {
+func NewMetrics(reg prometheus.Registerer, auth *authn.Authenticator, rates *ratelimit.Limiter, version string) *Metrics {
 	m := &Metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "edge_requests_total",
@@ -158,7 +151,7 @@ func NewMetrics(reg prometheus.Registerer, auth *authn.Authenticator, limits *Li
 		Name: "edge_quota_reservations_total",
 		Help: "Environment quota reservations by outcome: reserved, confirmed, rolled_back, released (DeleteEnvironment), refused.",
 	}, []string{"outcome"})
-	for _, o := range []string{reservationReserved, reservationConfirmed, reservationRolledBack, reservationReleased, reservationRefused} {
+	for _, o := range limits.Reservations {
 		m.reservations.WithLabelValues(o)
 	}
 	m.openStreams = prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -197,7 +190,7 @@ func NewMetrics(reg prometheus.Registerer, auth *authn.Authenticator, limits *Li
 	reg.MustRegister(m.upstream, m.reservations, m.openStreams, m.leases, m.inflight)
 	m.quota = newQuotaMetrics(reg)
 	reg.MustRegister(m.decisions, m.idem)
-	registerBreakerMetrics(reg, limits)
+	registerBreakerMetrics(reg, rates)
 	reg.MustRegister(m.overheads, m.unavailables, m.deadlines)
 	reg.MustRegister(m.requests, m.duration,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
@@ -334,15 +327,15 @@ func (m *Metrics) streamOpened(c classify.Call) (closed func()) {
 	return g.Dec
 }
 
-// leaseHeld adds delta (1 or -1) to the leases held.
-func (m *Metrics) leaseHeld(delta float64) {
+// LeaseHeld adds delta (1 or -1) to the leases held.
+func (m *Metrics) LeaseHeld(delta float64) {
 	if m != nil {
 		m.leases.Add(delta)
 	}
 }
 
-// reservation counts one environment quota event.
-func (m *Metrics) reservation(outcome string) {
+// Reservation counts one environment quota event.
+func (m *Metrics) Reservation(outcome string) {
 	if m != nil {
 		m.reservations.WithLabelValues(outcome).Inc()
 	}
@@ -355,18 +348,18 @@ func (m *Metrics) serving(delta float64) {
 	}
 }
 
-// decided counts one limit decision.
-func (m *Metrics) decided(plan, limit string, allowed bool) {
+// Decided counts one limit decision.
+func (m *Metrics) Decided(plan, limit string, allowed bool) {
 	if m == nil {
 		return
 	}
 	m.decision.get(decisionKey{plan, limit, allowed}).Inc()
 }
 
-// shadowRefused counts one call a shadow limit would have refused.
-func (m *Metrics) shadowRefused(plan, limit string) {
+// ShadowRefused counts one call a shadow limit would have refused.
+func (m *Metrics) ShadowRefused(plan, limit string) {
 	if m != nil {
-		m.decisions.WithLabelValues(plan, limit, outcomeShadowRefused).Inc()
+		m.decisions.WithLabelValues(plan, limit, limits.OutcomeShadowRefused).Inc()
 	}
 }
 

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/orgedge/edge/config"
-	"github.com/orgedge/edge/edge"
+	"github.com/orgedge/edge/edge/admin"
 	"github.com/orgedge/edge/edge/quota"
 	"github.com/orgedge/edge/internal/testenv"
 	"github.com/orgedge/edge/internal/testkit"
@@ -37,7 +37,7 @@ func TestSupportEngineerInspectsAndUnblocksOneCustomerWithAnAuditTrail(t *testin
 		c.Admin.Addr = "0.0.0.0:0" // not loopback: tokens required
 		c.Limits.Plans = map[string]config.Plan{"free": {RequestsPerMinute: 1, Burst: 2, RequestsPerDay: 100}}
 	})
-	admin := strings.Replace(s.edge.AdminURL, "[::]", "127.0.0.1", 1)
+	adminURL := strings.Replace(s.edge.AdminURL, "[::]", "127.0.0.1", 1)
 	tok := s.token("free-op-erin")
 	sub := subjectOf(t, tok)
 	path := "/admin/v1/subjects/" + url.PathEscape(sub)
@@ -56,18 +56,18 @@ func TestSupportEngineerInspectsAndUnblocksOneCustomerWithAnAuditTrail(t *testin
 	}
 	t.Cleanup(lease.Release)
 
-	if code, body := adminCall(t, "GET", admin, path, ""); code != http.StatusUnauthorized {
+	if code, body := adminCall(t, "GET", adminURL, path, ""); code != http.StatusUnauthorized {
 		t.Fatalf("no token: %d %s, want 401", code, body)
 	}
-	if code, body := adminCall(t, "GET", admin, path, s.token("svc-viewer")); code != http.StatusForbidden {
+	if code, body := adminCall(t, "GET", adminURL, path, s.token("svc-viewer")); code != http.StatusForbidden {
 		t.Fatalf("svc-viewer: %d %s, want 403", code, body)
 	}
 	adminTok := s.token("svc-admin")
-	code, body := adminCall(t, "GET", admin, path, adminTok)
+	code, body := adminCall(t, "GET", adminURL, path, adminTok)
 	if code != http.StatusOK {
 		t.Fatalf("inspect: %d %s", code, body)
 	}
-	var st edge.SubjectState
+	var st admin.SubjectState
 	if err := json.Unmarshal(body, &st); err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func TestSupportEngineerInspectsAndUnblocksOneCustomerWithAnAuditTrail(t *testin
 	if st.Daily == nil || st.Daily.Used != 2 || st.Daily.Remaining != 98 || st.RequestsThisMonth != 2 {
 		t.Errorf("daily %+v, month %d; want 2 used of 100, 2 this month:\n%s", st.Daily, st.RequestsThisMonth, body)
 	}
-	var watch *edge.StreamUse
+	var watch *admin.StreamUse
 	for i := range st.Streams {
 		if strings.HasSuffix(st.Streams[i].Procedure, "/WatchEnvironment") {
 			watch = &st.Streams[i]
@@ -86,24 +86,24 @@ func TestSupportEngineerInspectsAndUnblocksOneCustomerWithAnAuditTrail(t *testin
 	if watch == nil || watch.Open != 1 || watch.Limit != 20 {
 		t.Errorf("streams %+v, want WatchEnvironment 1 open of 20", st.Streams)
 	}
-	if st.Environments.Quotas != (edge.Quotas{}) || st.Environments.Running != 0 {
+	if st.Environments.Quotas != (admin.Quotas{}) || st.Environments.Running != 0 {
 		t.Errorf("environments %+v", st.Environments)
 	}
 
-	if code, body := adminCall(t, "POST", admin, path+"/reset-limits", adminTok); code != http.StatusOK {
+	if code, body := adminCall(t, "POST", adminURL, path+"/reset-limits", adminTok); code != http.StatusOK {
 		t.Fatalf("reset-limits: %d %s", code, body)
 	}
 	if code, _ := statusOf(t, testkit.HTTP1Client, s.edge.URL, tok, listOrgs); code != http.StatusOK {
 		t.Errorf("after reset-limits: status %d, want 200", code)
 	}
-	code, body = adminCall(t, "POST", admin, path+"/release-streams", adminTok)
+	code, body = adminCall(t, "POST", adminURL, path+"/release-streams", adminTok)
 	if code != http.StatusOK || !strings.Contains(string(body), `"released": 1`) {
 		t.Errorf("release-streams: %d %s, want 1 released", code, body)
 	}
 	if n, err := streams.Open(context.Background(), sub); err != nil || n != 0 {
 		t.Errorf("open leases after release-streams: %d (%v), want 0", n, err)
 	}
-	if code, body := adminCall(t, "POST", admin, path+"/settle-quota", adminTok); code != http.StatusNotImplemented {
+	if code, body := adminCall(t, "POST", adminURL, path+"/settle-quota", adminTok); code != http.StatusNotImplemented {
 		t.Errorf("settle-quota without a settler: %d %s, want 501", code, body)
 	}
 

@@ -2,8 +2,6 @@ package edge
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/orgedge/edge/edge/classify"
 )
 
 // quotaMetrics count what keeps the edge's environment records true to the
@@ -39,15 +37,15 @@ func newQuotaMetrics(reg prometheus.Registerer) *quotaMetrics {
 	return m
 }
 
-// unreadableAnswer counts a successful answer the edge could not read.
-func (m *Metrics) unreadableAnswer(c classify.Call) {
+// UnreadableAnswer counts a successful answer the edge could not read.
+func (m *Metrics) UnreadableAnswer(method string) {
 	if m != nil && m.quota != nil {
-		m.quota.unreadable.WithLabelValues(c.Method).Inc()
+		m.quota.unreadable.WithLabelValues(method).Inc()
 	}
 }
 
-// reconciled counts a pass and the environments it released.
-func (m *Metrics) reconciled(outcome string, ended int) {
+// Reconciled counts a pass and the environments it released.
+func (m *Metrics) Reconciled(outcome string, ended int) {
 	if m != nil && m.quota != nil {
 		m.quota.passes.WithLabelValues(outcome).Inc()
 		m.quota.reconciled.Add(float64(ended))

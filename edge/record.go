@@ -190,7 +190,7 @@ func (s *Server) logCall(r *http.Request, c classify.Call, p *identity.Principal
 		attrs[0] = slog.String("path", clip(r.URL.Path))
 	}
 	if p != nil {
-		attrs = append(attrs, slog.String("subject", principalHash(p)), slog.String("plan", p.Plan))
+		attrs = append(attrs, slog.String("subject", p.Hash()), slog.String("plan", p.Plan))
 	}
 	if span := trace.SpanFromContext(r.Context()); span.IsRecording() {
 		attrs = append(attrs, slog.String("trace_id", span.SpanContext().TraceID().String()))

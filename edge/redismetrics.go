@@ -20,9 +20,9 @@ var breakerStates = []struct {
 // read from its Stats at each scrape: its state (one series per state, so
 // that no query mistakes half-open for open), how often it opened, and the
 // calls decided without Redis.
-func registerBreakerMetrics(reg prometheus.Registerer, limits *Limits) {
+func registerBreakerMetrics(reg prometheus.Registerer, rates *ratelimit.Limiter) {
 	stats := func(f func(s ratelimit.Stats) float64) func() float64 {
-		return func() float64 { return f(limits.Rates.Stats()) }
+		return func() float64 { return f(rates.Stats()) }
 	}
 	for _, bs := range breakerStates {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{

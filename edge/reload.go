@@ -14,37 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/orgedge/edge/config"
-	"github.com/orgedge/edge/edge/policy"
+	"github.com/orgedge/edge/edge/limits"
 )
-
-// Policy is the part of the configuration that an operator may change while
-// the edge runs: plans, per-subject plans and quotas, the environment size,
-// and the operation table. A Policy is never changed once built; a reload
-// builds a new one and swaps it in whole, and each call reads one Policy
-// from its first step to its last, so that no call sees half of two.
-type Policy struct {
-	Limits config.Limits
-	Table  *policy.Table
-}
-
-// newPolicy takes the live part of a validated configuration.
-func newPolicy(cfg *config.Config) *Policy {
-	return &Policy{Limits: cfg.Limits, Table: policy.New(cfg.Operations)}
-}
-
-// Policy is the policy calls use now.
-func (l *Limits) Policy() *Policy {
-	if p := l.policy.Load(); p != nil {
-		return p
-	}
-	// A Limits built by hand, outside New: its Config is the policy.
-	p := &Policy{Limits: l.Config, Table: policy.New(config.DefaultOperations())}
-	l.policy.CompareAndSwap(nil, p)
-	return l.policy.Load()
-}
-
-// setPolicy makes p the policy of every call that starts from now on.
-func (l *Limits) setPolicy(p *Policy) { l.policy.Store(p) }
 
 // reloadMetrics say whether the configuration file last loaded.
 type reloadMetrics struct {
@@ -110,7 +81,7 @@ func (a *App) apply(cfg *config.Config) {
 	if restart := needRestart(a.cfg, cfg); len(restart) > 0 {
 		a.log.Warn("config reload: these settings changed but apply only after a restart; the running values stay", "settings", restart)
 	}
-	p := newPolicy(cfg)
+	p := limits.NewLive(cfg)
 	// Counted and logged before the swap, so that whoever sees a call
 	// decided by the new policy finds the reload in the metrics and the log.
 	a.reloads.reloads.WithLabelValues(reloadSuccess).Inc()
@@ -119,7 +90,7 @@ func (a *App) apply(cfg *config.Config) {
 	a.log.Info("config reloaded: new policy applies to new calls",
 		"default_plan", cfg.Limits.DefaultPlan, "plans", len(cfg.Limits.Plans),
 		"subject_plans", len(cfg.Limits.SubjectPlans), "subject_quotas", len(cfg.Limits.SubjectQuotas))
-	a.limits.setPolicy(p)
+	a.limits.SetLive(p)
 }
 
 // needRestart names the settings of next that differ from running and that
@@ -201,5 +172,5 @@ func fileHash(path string) ([]byte, error) {
 type reloadState struct {
 	reloadMu sync.Mutex
 	reloads  *reloadMetrics
-	limits   *Limits
+	limits   *limits.Step
 }

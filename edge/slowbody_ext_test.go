@@ -2,10 +2,11 @@ package edge_test
 
 import (
 	"context"
-	"google.golang.org/protobuf/encoding/protojson"
 	"net/http"
 	"testing"
 	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
 
 	"google.golang.org/protobuf/proto"
 

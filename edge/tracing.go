@@ -34,10 +34,6 @@ const (
 	attrProtocol        = attribute.Key("edge.protocol") // connect, grpc, grpcweb, http: as the metrics' label
 	attrAuthOutcome     = attribute.Key("edge.auth.outcome")
 	attrAuthReason      = attribute.Key("edge.auth.reason")
-	attrPlan            = attribute.Key("edge.plan")
-	attrLimitsOutcome   = attribute.Key("edge.limits.outcome")
-	attrLimit           = attribute.Key("edge.limit")
-	attrLimitsFailOpen  = attribute.Key("edge.limits.fail_open") // admitted without Redis
 	attrIdemOutcome     = attribute.Key("edge.idempotency.outcome")
 	attrServerAddress   = attribute.Key("server.address")
 	instrumentationName = "github.com/orgedge/edge/edge"

@@ -1,6 +1,8 @@
 package identity
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"slices"
 	"strings"
 )
@@ -74,4 +76,20 @@ func stringsAt(v any, path []string) []string {
 		return strings.Fields(t)
 	}
 	return nil
+}
+
+// SubjectHash names a subject in logs and operator answers without naming
+// it: the first 6 bytes of its SHA-256, in hex.
+func SubjectHash(sub string) string {
+	h := sha256.Sum256([]byte(sub))
+	return hex.EncodeToString(h[:6])
+}
+
+// Hash is SubjectHash of the principal's subject, from the sum computed
+// once per token when there is one.
+func (p *Principal) Hash() string {
+	if p.SubjectSum == ([32]byte{}) {
+		return SubjectHash(p.Subject)
+	}
+	return hex.EncodeToString(p.SubjectSum[:6])
 }

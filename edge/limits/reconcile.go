@@ -1,4 +1,4 @@
-package edge
+package limits
 
 import (
 	"bytes"
@@ -32,15 +32,15 @@ type Reconciler struct {
 	Client *http.Client
 	Log    *slog.Logger
 
-	metrics *Metrics
-	kick    chan struct{}
+	obs  Observer
+	kick chan struct{}
 }
 
 // NewReconciler returns a reconciler; Run starts it.
 func NewReconciler(envs *quota.Environments, adminURL string, interval time.Duration, log *slog.Logger) *Reconciler {
 	return &Reconciler{
 		Envs: envs, AdminURL: strings.TrimSuffix(adminURL, "/"), Interval: interval, Grace: interval,
-		Client: &http.Client{Timeout: 10 * time.Second}, Log: log, kick: make(chan struct{}, 1),
+		Client: &http.Client{Timeout: 10 * time.Second}, Log: log, kick: make(chan struct{}, 1), obs: nopObserver{},
 	}
 }
 
@@ -84,7 +84,7 @@ func (r *Reconciler) Settle(ctx context.Context, subject string) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	r.metrics.reconciled("ok", res.Ended)
+	r.obs.Reconciled("ok", res.Ended)
 	return map[string]int{"checked": res.Checked, "released": res.Ended}, nil
 }
 
@@ -95,13 +95,13 @@ func (r *Reconciler) pass(ctx context.Context, lease time.Duration) {
 	res, ran, err := r.Envs.Reconcile(ctx, r.existing, lease, r.Grace)
 	switch {
 	case err != nil:
-		r.metrics.reconciled("error", res.Ended)
+		r.obs.Reconciled("error", res.Ended)
 		r.Log.WarnContext(ctx, "environment quota: reconciliation with the backend failed; retrying next interval",
 			"err", err, "released", res.Ended, "next_in", r.Interval)
 	case !ran:
-		r.metrics.reconciled("skipped", 0)
+		r.obs.Reconciled("skipped", 0)
 	default:
-		r.metrics.reconciled("ok", res.Ended)
+		r.obs.Reconciled("ok", res.Ended)
 		level := slog.LevelDebug
 		if res.Ended > 0 {
 			level = slog.LevelInfo

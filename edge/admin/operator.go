@@ -1,4 +1,4 @@
-package edge
+package admin
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/orgedge/edge/config"
 	"github.com/orgedge/edge/edge/authn"
+	"github.com/orgedge/edge/edge/limits"
 	"github.com/orgedge/edge/edge/ratelimit"
 	"github.com/orgedge/edge/identity"
 )
@@ -22,8 +23,8 @@ import (
 // list of its environments, and returns what it changed (any value that
 // encodes as JSON).
 //
-// With upstream.admin_url set, NewApp wires Reconciler.Settle here (unless
-// WithQuotaSettler gives another); without it settle-quota answers 501.
+// With upstream.admin_url set, the edge wires limits.Reconciler.Settle
+// here; without it settle-quota answers 501.
 type SettleFunc func(ctx context.Context, subject string) (any, error)
 
 // operator is the admin API for one customer: inspect a subject's limits
@@ -31,7 +32,7 @@ type SettleFunc func(ctx context.Context, subject string) (any, error)
 // admin listener. When that listener is not on loopback, every call needs a
 // bearer token with the role svc-admin, verified like the API's tokens.
 type operator struct {
-	limits    *Limits
+	limits    *limits.Step
 	auth      *authn.Authenticator
 	log       *slog.Logger
 	needToken bool
@@ -46,10 +47,6 @@ const (
 	operatorPathStart = "/admin/v1/subjects/"
 )
 
-func newOperator(l *Limits, auth *authn.Authenticator, log *slog.Logger, adminAddr string, settle SettleFunc) *operator {
-	return &operator{limits: l, auth: auth, log: log, needToken: !loopbackAddr(adminAddr), settle: settle}
-}
-
 // loopbackAddr reports whether host:port listens on loopback only.
 func loopbackAddr(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
@@ -63,8 +60,8 @@ func loopbackAddr(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// adminMux serves the operator API beside the admin handler's paths.
-func adminMux(admin http.Handler, o *operator, profiles bool) http.Handler {
+// mux serves the operator API beside the probes' paths.
+func mux(admin http.Handler, o *operator, profiles bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/", admin)
 	o.register(mux)
@@ -249,16 +246,16 @@ type Quotas struct {
 
 // rateRequest is the request whose limits a subject has under pol: the
 // plan's and those of every operation with a rate of its own.
-func rateRequest(pol *Policy, subject, planName string, plan config.Plan) ratelimit.Request {
+func rateRequest(pol *limits.Live, subject, planName string, plan config.Plan) ratelimit.Request {
 	req := ratelimit.Request{
 		Subject: subject,
-		Limits:  []ratelimit.Limit{{Name: planLimit, Rate: plan.RequestsPerMinute, Period: time.Minute, Burst: plan.Burst}},
+		Limits:  []ratelimit.Limit{{Name: limits.PlanLimit, Rate: plan.RequestsPerMinute, Period: time.Minute, Burst: plan.Burst}},
 		Daily:   plan.RequestsPerDay,
 	}
 	for _, op := range pol.Table.Operations() {
 		if op.RatePerMinute > 0 {
 			_, method, _ := strings.Cut(strings.TrimPrefix(op.Procedure, "/"), "/")
-			req.Limits = append(req.Limits, ratelimit.Limit{Name: operationPrefix + method, Rate: op.RatePerMinute, Period: time.Minute, Burst: op.RatePerMinute})
+			req.Limits = append(req.Limits, ratelimit.Limit{Name: limits.OperationPrefix + method, Rate: op.RatePerMinute, Period: time.Minute, Burst: op.RatePerMinute})
 		}
 	}
 	return req
@@ -266,7 +263,7 @@ func rateRequest(pol *Policy, subject, planName string, plan config.Plan) rateli
 
 // planOf is the plan an operator looks at: ?plan= if it names a plan, else
 // the subject's subject_plans entry, else the default plan.
-func planOf(pol *Policy, r *http.Request, subject string) (name, source string, plan config.Plan, err error) {
+func planOf(pol *limits.Live, r *http.Request, subject string) (name, source string, plan config.Plan, err error) {
 	if q := r.URL.Query().Get("plan"); q != "" {
 		p, ok := pol.Limits.Plans[strings.ToLower(q)]
 		if !ok {
@@ -283,7 +280,7 @@ func planOf(pol *Policy, r *http.Request, subject string) (name, source string, 
 }
 
 func (o *operator) inspect(ctx context.Context, r *http.Request, subject string) (any, error) {
-	pol := o.limits.Policy()
+	pol := o.limits.Live()
 	planName, source, plan, err := planOf(pol, r, subject)
 	if err != nil {
 		return nil, err
@@ -292,17 +289,17 @@ func (o *operator) inspect(ctx context.Context, r *http.Request, subject string)
 	if err != nil {
 		return nil, fmt.Errorf("read rate limits: %w", err)
 	}
-	st := SubjectState{Subject: subject, SubjectHash: subjectHash(subject), Plan: planName, PlanSource: source,
+	st := SubjectState{Subject: subject, SubjectHash: identity.SubjectHash(subject), Plan: planName, PlanSource: source,
 		RequestsThisMonth: d.Month, Streams: []StreamUse{}}
 	for _, s := range d.States {
 		if s.Name == ratelimit.DailyName {
 			st.Daily = &DailyState{Limit: s.Limit, Used: d.Today, Remaining: s.Remaining,
-				ResetAt: o.limits.Now().Add(s.ResetAfter).UTC().Truncate(time.Second), Shadow: plan.Shadow}
+				ResetAt: time.Now().Add(s.ResetAfter).UTC().Truncate(time.Second), Shadow: plan.Shadow}
 			continue
 		}
 		shadow := plan.Shadow
-		if s.Name != planLimit {
-			shadow = opShadow(pol, strings.TrimPrefix(s.Name, operationPrefix))
+		if s.Name != limits.PlanLimit {
+			shadow = opShadow(pol, strings.TrimPrefix(s.Name, limits.OperationPrefix))
 		}
 		st.Limits = append(st.Limits, LimitState{Name: s.Name, RequestsPerMinute: s.Limit, Burst: s.Burst,
 			Remaining: s.Remaining, ResetAfterSeconds: s.ResetAfter.Round(time.Millisecond).Seconds(), Shadow: shadow})
@@ -332,7 +329,7 @@ func (o *operator) inspect(ctx context.Context, r *http.Request, subject string)
 }
 
 // opShadow reports whether the operation named by method is in shadow mode.
-func opShadow(pol *Policy, method string) bool {
+func opShadow(pol *limits.Live, method string) bool {
 	for _, op := range pol.Table.Operations() {
 		if strings.HasSuffix(op.Procedure, "/"+method) {
 			return op.Shadow
@@ -342,7 +339,7 @@ func opShadow(pol *Policy, method string) bool {
 }
 
 func (o *operator) resetLimits(ctx context.Context, r *http.Request, subject string) (any, error) {
-	pol := o.limits.Policy()
+	pol := o.limits.Live()
 	var names []string
 	// Every plan's limit shares one key ("plan"), so resetting it covers
 	// whichever plan the subject's token names.

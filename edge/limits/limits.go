@@ -1,4 +1,4 @@
-package edge
+package limits
 
 import (
 	"bytes"
@@ -31,59 +31,98 @@ import (
 	"github.com/orgedge/edge/internal/backendapi"
 )
 
-// Limits is the limit step: plan and operation rates, concurrent-stream
-// leases and environment quotas, all in Redis.
-type Limits struct {
-	Config  config.Limits
+// Step is the limit step: plan and operation rates, concurrent-stream
+// leases and environment quotas, all in Redis. Build it with New.
+type Step struct {
 	Rates   *ratelimit.Limiter
 	Streams *quota.Streams
 	Envs    *quota.Environments
-	Now     func() time.Time
-	Log     *slog.Logger
 	// Reconciler, when set, is asked for a pass when a forced delete's list
 	// of ended environments was cut short or could not be applied.
 	Reconciler *Reconciler
 
-	metrics *Metrics
-	policy  atomic.Pointer[Policy] // see Policy and App.Reload
-	shadows shadowLog
+	onFailure string // limits.on_redis_failure
+	now       func() time.Time
+	log       *slog.Logger
+	obs       Observer
+	live      atomic.Pointer[Live] // see Live and SetLive
+	shadows   shadowLog
+}
+
+// Options are what a Step is made of besides its policy.
+type Options struct {
+	Rates   *ratelimit.Limiter
+	Streams *quota.Streams
+	Envs    *quota.Environments
+	// OnRedisFailure is limits.on_redis_failure: config.FailOpen or
+	// config.FailClosed, for the stream lease and the quotas (Rates has
+	// its own).
+	OnRedisFailure string
+	Reconciler     *Reconciler
+	Log            *slog.Logger
+	// Observer counts what the step decides; nil: nothing is counted.
+	Observer Observer
+}
+
+// New returns the limit step, deciding under live until SetLive.
+func New(live *Live, o Options) *Step {
+	l := &Step{Rates: o.Rates, Streams: o.Streams, Envs: o.Envs, Reconciler: o.Reconciler,
+		onFailure: o.OnRedisFailure, now: time.Now, log: o.Log, obs: o.Observer}
+	if l.log == nil {
+		l.log = slog.Default()
+	}
+	if l.obs == nil {
+		l.obs = nopObserver{}
+	}
+	if l.Reconciler != nil {
+		l.Reconciler.obs = l.obs
+	}
+	l.live.Store(live)
+	return l
 }
 
 // Reasons of the limit step's refusals.
 const (
-	reasonRate        = "RATE_LIMIT_EXCEEDED"
-	reasonDaily       = "DAILY_LIMIT_EXCEEDED"
-	reasonOperation   = "OPERATION_RATE_EXCEEDED"
-	reasonUnavailable = "LIMITS_UNAVAILABLE"
-	planLimit         = "plan"
-	operationPrefix   = "op:"
+	reasonRate      = "RATE_LIMIT_EXCEEDED"
+	reasonDaily     = "DAILY_LIMIT_EXCEEDED"
+	reasonOperation = "OPERATION_RATE_EXCEEDED"
+	// ReasonUnavailable: Redis failed and limits.on_redis_failure is
+	// fail_closed.
+	ReasonUnavailable = "LIMITS_UNAVAILABLE"
 )
 
-// admission is what the limit step holds while a call runs.
-type admission struct {
+// Names of rate limits, in decisions, headers and metrics: the plan's, and
+// an operation's ("op:" + its method).
+const (
+	PlanLimit       = "plan"
+	OperationPrefix = "op:"
+)
+
+// Admission is what the limit step holds while a call runs.
+type Admission struct {
 	plan     string
-	limits   config.Plan // the plan's numbers under the call's policy
+	limits   config.Plan // the plan's numbers under the call's live policy
 	decision ratelimit.Decision
 	lease    *quota.Lease
 	reserved *quota.Reservation
 	release  bool // DeleteEnvironment: release the environment's quota on success
-	replay   bool // admitted as the retry of a completed call (admitReplay)
-	metrics  *Metrics
+	replay   bool // admitted as the retry of a completed call (AdmitReplay)
+	obs      Observer
 }
 
-// done ends what the admission holds: the stream lease, and a reservation
+// done ends what the Admission holds: the stream lease, and a reservation
 // that no successful answer confirmed.
-func (a *admission) done(ctx context.Context) {
+func (a *Admission) Done(ctx context.Context) {
 	if a.lease != nil {
 		a.lease.Release()
 		a.lease = nil
-		a.metrics.leaseHeld(-1)
+		a.obs.LeaseHeld(-1)
 	}
 	if a.reserved != nil {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 		defer cancel()
 		if a.reserved.Rollback(ctx) == nil {
-			a.metrics.reservation(reservationRolledBack)
+			a.obs.Reservation(ReservationRolledBack)
 		}
 		a.reserved = nil
 	}
@@ -91,7 +130,7 @@ func (a *admission) done(ctx context.Context) {
 
 // admit applies every limit of the call under pol. It writes the rate
 // limit headers; when the call is refused it returns nil and the refusal to
-// answer. ctx carries the edge.limits span, which gets the decision.
+// answer. The caller ends the admission with Done when the call ends. ctx carries the edge.limits span, which gets the decision.
 //
 // All of a call's limits are decided together: a call refused by any of
 // them consumes none. The stream lease and the environment reservation are
@@ -103,32 +142,36 @@ func (a *admission) done(ctx context.Context) {
 // A shadow limit (a plan's or an operation's, shadow: true) decides like
 // any other, headers and metrics included, but what it refuses is admitted
 // and counted as shadow_refused (see shadowed).
-func (l *Limits) admit(ctx context.Context, w http.ResponseWriter, c classify.Call, p *identity.Principal, rule *policy.Rule, pol *Policy) (*admission, *connect.Error) {
+func (l *Step) Admit(ctx context.Context, w http.ResponseWriter, c classify.Call, p *identity.Principal, rule *policy.Rule, pol *Live) (*Admission, *connect.Error) {
 	return l.admitCall(ctx, w, c, p, rule, pol, false)
 }
+
+// Replayed reports whether the call was admitted as the retry of a
+// completed call (AdmitReplay).
+func (a *Admission) Replayed() bool { return a.replay }
 
 // admitReplay admits a call whose answer the idempotency step holds
 // already (a retry of a completed call): only the plan's rate and daily cap
 // count it; the operation's rate and its quotas do not apply, since the
 // operation does not run again.
-func (l *Limits) admitReplay(ctx context.Context, w http.ResponseWriter, c classify.Call, p *identity.Principal, rule *policy.Rule, pol *Policy) (*admission, *connect.Error) {
+func (l *Step) AdmitReplay(ctx context.Context, w http.ResponseWriter, c classify.Call, p *identity.Principal, rule *policy.Rule, pol *Live) (*Admission, *connect.Error) {
 	return l.admitCall(ctx, w, c, p, rule, pol, true)
 }
 
-func (l *Limits) admitCall(ctx context.Context, w http.ResponseWriter, c classify.Call, p *identity.Principal, rule *policy.Rule, pol *Policy, replay bool) (*admission, *connect.Error) {
+func (l *Step) admitCall(ctx context.Context, w http.ResponseWriter, c classify.Call, p *identity.Principal, rule *policy.Rule, pol *Live, replay bool) (*Admission, *connect.Error) {
 	planName, plan := pol.Limits.PlanFor(p.Plan, p.Subject)
 	req := ratelimit.Request{
 		Subject: p.Subject, SubjectSum: p.SubjectSum,
-		Limits: []ratelimit.Limit{{Name: planLimit, Rate: plan.RequestsPerMinute, Period: time.Minute, Burst: plan.Burst}},
+		Limits: []ratelimit.Limit{{Name: PlanLimit, Rate: plan.RequestsPerMinute, Period: time.Minute, Burst: plan.Burst}},
 		Daily:  plan.RequestsPerDay,
 	}
 	if rule.RatePerMinute > 0 && !replay {
-		req.Limits = append(req.Limits, ratelimit.Limit{Name: operationPrefix + c.Method, Rate: rule.RatePerMinute, Period: time.Minute, Burst: rule.RatePerMinute})
+		req.Limits = append(req.Limits, ratelimit.Limit{Name: OperationPrefix + c.Method, Rate: rule.RatePerMinute, Period: time.Minute, Burst: rule.RatePerMinute})
 	}
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
 		span.SetAttributes(attrPlan.String(planName))
 	}
-	a := &admission{plan: planName, limits: plan, replay: replay, metrics: l.metrics}
+	a := &Admission{plan: planName, limits: plan, replay: replay, obs: l.obs}
 	if !replay {
 		if refusal := l.hold(ctx, w, a, c, p, rule, planName, pol); refusal != nil {
 			return nil, refusal
@@ -139,20 +182,20 @@ func (l *Limits) admitCall(ctx context.Context, w http.ResponseWriter, c classif
 	shadow := false
 	if err == nil && !d.Allowed && (plan.Shadow || rule.Shadow && rule.RatePerMinute > 0) {
 		// The headers say what enforcing would: those of the first decision.
-		setRateLimitHeaders(w.Header(), d.States, l.Now())
+		setRateLimitHeaders(w.Header(), d.States, l.now())
 		d, shadow, err = l.shadowed(ctx, req, d, planName, plan, rule, p)
 	}
 	if err != nil {
-		a.done(ctx)
+		a.Done(ctx)
 		l.traced(ctx, "unavailable", "")
-		return nil, apierror.New(connect.CodeUnavailable, reasonUnavailable, "limits cannot be checked now (Redis unavailable); retry later")
+		return nil, apierror.New(connect.CodeUnavailable, ReasonUnavailable, "limits cannot be checked now (Redis unavailable); retry later")
 	}
 	a.decision = d
 	if !shadow {
-		setRateLimitHeaders(w.Header(), d.States, l.Now())
+		setRateLimitHeaders(w.Header(), d.States, l.now())
 	}
 	if !d.Allowed {
-		a.done(ctx) // the lease and the reservation go back: nothing is consumed
+		a.Done(ctx) // the lease and the reservation go back: nothing is consumed
 		l.decided(ctx, planName, d.Refused, false)
 		return nil, rateRefusal(d, planName)
 	}
@@ -169,7 +212,7 @@ func (l *Limits) admitCall(ctx context.Context, w http.ResponseWriter, c classif
 // hold takes the call's stream lease and environment reservation into a.
 // It returns the refusal to answer when the stream cap or a quota refuses
 // (or Redis fails under fail_closed), having given back what it took.
-func (l *Limits) hold(ctx context.Context, w http.ResponseWriter, a *admission, c classify.Call, p *identity.Principal, rule *policy.Rule, planName string, pol *Policy) *connect.Error {
+func (l *Step) hold(ctx context.Context, w http.ResponseWriter, a *Admission, c classify.Call, p *identity.Principal, rule *policy.Rule, planName string, pol *Live) *connect.Error {
 	if rule.ConcurrentStreams > 0 && c.Streaming {
 		lease, err := l.Streams.Acquire(ctx, p.Subject, rule.ConcurrentStreams)
 		switch {
@@ -177,7 +220,7 @@ func (l *Limits) hold(ctx context.Context, w http.ResponseWriter, a *admission, 
 			l.shadowRefused(ctx, planName, "streams", p)
 		case errors.Is(err, quota.ErrStreamLimit):
 			l.decided(ctx, planName, "streams", false)
-			setQuotaHeaders(w.Header(), "streams", float64(rule.ConcurrentStreams), time.Time{}, 0, l.Now())
+			setQuotaHeaders(w.Header(), "streams", float64(rule.ConcurrentStreams), time.Time{}, 0, l.now())
 			return apierror.New(connect.CodeResourceExhausted, quota.ReasonStreamLimit,
 				fmt.Sprintf("at most %d %s streams may be open at once; close one first", rule.ConcurrentStreams, c.Method),
 				apierror.WithMetadata("limit", strconv.Itoa(rule.ConcurrentStreams)))
@@ -187,7 +230,7 @@ func (l *Limits) hold(ctx context.Context, w http.ResponseWriter, a *admission, 
 			}
 		default:
 			a.lease = lease
-			l.metrics.leaseHeld(1)
+			l.obs.LeaseHeld(1)
 		}
 	}
 	if rule.Quota != config.QuotaReserveEnvironment {
@@ -199,18 +242,18 @@ func (l *Limits) hold(ctx context.Context, w http.ResponseWriter, a *admission, 
 	switch {
 	case errors.As(err, &qe):
 		l.decided(ctx, planName, string(qe.Kind), false)
-		l.metrics.reservation(reservationRefused)
-		a.done(ctx)
-		setQuotaHeaders(w.Header(), string(qe.Kind), qe.Limit, qe.RetryAt, monthWindow(qe), l.Now())
-		return quotaRefusal(qe, l.Now())
+		l.obs.Reservation(ReservationRefused)
+		a.Done(ctx)
+		setQuotaHeaders(w.Header(), string(qe.Kind), qe.Limit, qe.RetryAt, monthWindow(qe), l.now())
+		return quotaRefusal(qe, l.now())
 	case err != nil:
 		if e := l.outage(ctx, "environment quota", err); e != nil {
-			a.done(ctx)
+			a.Done(ctx)
 			return e
 		}
 	default:
 		a.reserved = res
-		l.metrics.reservation(reservationReserved)
+		l.obs.Reservation(ReservationReserved)
 	}
 	return nil
 }
@@ -225,8 +268,8 @@ func monthWindow(qe *quota.QuotaError) time.Duration {
 }
 
 // decided counts one limit decision and notes a refusal on the span of ctx.
-func (l *Limits) decided(ctx context.Context, plan, limit string, allowed bool) {
-	l.metrics.decided(plan, limit, allowed)
+func (l *Step) decided(ctx context.Context, plan, limit string, allowed bool) {
+	l.obs.Decided(plan, limit, allowed)
 	if !allowed {
 		l.traced(ctx, "refused", limit)
 	}
@@ -234,7 +277,7 @@ func (l *Limits) decided(ctx context.Context, plan, limit string, allowed bool) 
 
 // traced notes the limit step's outcome on the span of ctx (allowed when
 // nothing is noted).
-func (l *Limits) traced(ctx context.Context, outcome, limit string) {
+func (l *Step) traced(ctx context.Context, outcome, limit string) {
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
 		span.SetAttributes(attrLimitsOutcome.String(outcome))
 		if limit != "" {
@@ -245,14 +288,14 @@ func (l *Limits) traced(ctx context.Context, outcome, limit string) {
 
 // outage applies the Redis failure policy to a lease or quota call that
 // Redis could not answer: nil to go on without it.
-func (l *Limits) outage(ctx context.Context, what string, err error) *connect.Error {
-	if l.Config.OnRedisFailure == config.FailClosed {
+func (l *Step) outage(ctx context.Context, what string, err error) *connect.Error {
+	if l.onFailure == config.FailClosed {
 		l.traced(ctx, "unavailable", "")
-		return apierror.New(connect.CodeUnavailable, reasonUnavailable, what+" cannot be checked now (Redis unavailable); retry later")
+		return apierror.New(connect.CodeUnavailable, ReasonUnavailable, what+" cannot be checked now (Redis unavailable); retry later")
 	}
-	l.Log.WarnContext(ctx, "redis unavailable: admitting without "+what, "err", err)
+	l.log.WarnContext(ctx, "redis unavailable: admitting without "+what, "err", err)
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
-		span.SetAttributes(attrLimitsFailOpen.Bool(true))
+		span.SetAttributes(attrFailOpen.Bool(true))
 	}
 	return nil
 }
@@ -269,7 +312,7 @@ func (l *Limits) outage(ctx context.Context, what string, err error) *connect.Er
 // edge_quota_unreadable_answers_total, logged, and left to reconciliation;
 // likewise an unreadable DeleteEnvironment releases nothing until
 // reconciliation finds the environment gone.
-func (l *Limits) answered(ctx context.Context, a *admission, c classify.Call, res *http.Response, body []byte, readErr error) {
+func (l *Step) Answered(ctx context.Context, a *Admission, c classify.Call, res *http.Response, body []byte, readErr error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
 	read := func(msg proto.Message) error {
@@ -294,19 +337,19 @@ func (l *Limits) answered(ctx context.Context, a *admission, c classify.Call, re
 		if err != nil {
 			l.unreadable(ctx, c, err)
 			if err := a.reserved.Unreadable(ctx); err != nil {
-				l.Log.WarnContext(ctx, "environment quota: keeping an unreadable answer's reservation failed", "err", err)
+				l.log.WarnContext(ctx, "environment quota: keeping an unreadable answer's reservation failed", "err", err)
 			}
 			a.reserved = nil
 			return
 		}
-		start := l.Now()
+		start := l.now()
 		if t := created.Environment.GetCreatedAt(); t != nil {
 			start = t.AsTime()
 		}
 		if err := a.reserved.Confirm(ctx, created.Environment.Id, start); err != nil {
-			l.Log.WarnContext(ctx, "environment quota: confirm failed", "err", err)
+			l.log.WarnContext(ctx, "environment quota: confirm failed", "err", err)
 		} else {
-			l.metrics.reservation(reservationConfirmed)
+			l.obs.Reservation(ReservationConfirmed)
 		}
 		a.reserved = nil
 	case a.release:
@@ -322,39 +365,39 @@ func (l *Limits) answered(ctx context.Context, a *admission, c classify.Call, re
 			l.unreadable(ctx, c, err)
 			return
 		}
-		end := l.Now()
+		end := l.now()
 		if t := deleted.Environment.GetDeletedAt(); t != nil {
 			end = t.AsTime()
 		}
 		if err := l.Envs.Release(ctx, deleted.Environment.Id, end); err != nil {
-			l.Log.WarnContext(ctx, "environment quota: release failed", "err", err)
+			l.log.WarnContext(ctx, "environment quota: release failed", "err", err)
 		} else {
-			l.metrics.reservation(reservationReleased)
+			l.obs.Reservation(ReservationReleased)
 		}
 	}
 }
 
 // unreadable counts and logs a successful answer the edge could not read.
-func (l *Limits) unreadable(ctx context.Context, c classify.Call, err error) {
-	l.metrics.unreadableAnswer(c)
-	l.Log.WarnContext(ctx, "environment quota: cannot read a successful answer; kept as it is until reconciliation",
+func (l *Step) unreadable(ctx context.Context, c classify.Call, err error) {
+	l.obs.UnreadableAnswer(c.Method)
+	l.log.WarnContext(ctx, "environment quota: cannot read a successful answer; kept as it is until reconciliation",
 		"procedure", c.Procedure, "protocol", c.Protocol, "err", err)
 }
 
 // ended releases, at once, the environments that a forced DeleteProject or
 // DeleteOrganization ended, as the backend listed them (backendapi.EndedHeader). When
 // the list was cut short (backendapi.EndedMoreHeader), a reconciliation pass runs now.
-func (l *Limits) ended(ctx context.Context, ids []string, more bool) {
+func (l *Step) Ended(ctx context.Context, ids []string, more bool) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if len(ids) > 0 {
-		n, err := l.Envs.ReleaseAll(ctx, ids, l.Now())
+		n, err := l.Envs.ReleaseAll(ctx, ids, l.now())
 		if err != nil {
-			l.Log.WarnContext(ctx, "environment quota: releasing the environments of a forced delete failed; reconciliation will", "err", err)
+			l.log.WarnContext(ctx, "environment quota: releasing the environments of a forced delete failed; reconciliation will", "err", err)
 			more = true
 		}
 		for range n {
-			l.metrics.reservation(reservationReleased)
+			l.obs.Reservation(ReservationReleased)
 		}
 	}
 	if more && l.Reconciler != nil {
@@ -363,7 +406,7 @@ func (l *Limits) ended(ctx context.Context, ids []string, more bool) {
 }
 
 // watchesAnswer reports whether the edge must read the backend's answer.
-func (a *admission) watchesAnswer() bool { return a != nil && (a.reserved != nil || a.release) }
+func (a *Admission) WatchesAnswer() bool { return a != nil && (a.reserved != nil || a.release) }
 
 // maxWatchedAnswer bounds an answer the edge reads for quotas (before
 // decompression; wire bounds it after).
@@ -372,7 +415,7 @@ const maxWatchedAnswer = 1 << 20
 // endedEnvironments reads the backend's list of the environments a call
 // ended (backendapi.EndedHeader, EndedMoreHeader) and removes it from the answer: it is
 // for the edge alone. ok reports whether there was one.
-func endedEnvironments(h http.Header) (ids []string, more, ok bool) {
+func EndedEnvironments(h http.Header) (ids []string, more, ok bool) {
 	values, moreValue := h.Values(backendapi.EndedHeader), h.Get(backendapi.EndedMoreHeader)
 	if len(values) == 0 && moreValue == "" {
 		return nil, false, false
@@ -393,7 +436,7 @@ func endedEnvironments(h http.Header) (ids []string, more, ok bool) {
 const maxEndedEnvironments = 1000
 
 // readAnswer reads a whole answer and puts it back for the client.
-func readAnswer(res *http.Response) ([]byte, error) {
+func ReadAnswer(res *http.Response) ([]byte, error) {
 	body, err := io.ReadAll(io.LimitReader(res.Body, maxWatchedAnswer+1))
 	if err != nil {
 		return nil, err
@@ -436,8 +479,8 @@ func rateRefusal(d ratelimit.Decision, plan string) *connect.Error {
 	switch {
 	case d.Refused == ratelimit.DailyName:
 		reason, msg = reasonDaily, fmt.Sprintf("daily request limit of the %s plan exceeded", plan)
-	case strings.HasPrefix(d.Refused, operationPrefix):
-		reason, msg = reasonOperation, fmt.Sprintf("rate limit of %s exceeded", strings.TrimPrefix(d.Refused, operationPrefix))
+	case strings.HasPrefix(d.Refused, OperationPrefix):
+		reason, msg = reasonOperation, fmt.Sprintf("rate limit of %s exceeded", strings.TrimPrefix(d.Refused, OperationPrefix))
 	}
 	retry := time.Duration(math.Ceil(d.RetryAfter.Seconds())) * time.Second
 	return apierror.New(connect.CodeResourceExhausted, reason, fmt.Sprintf("%s; retry after %s", msg, retry),

@@ -1,4 +1,4 @@
-package edge
+package limits
 
 import (
 	"context"
@@ -16,9 +16,9 @@ import (
 	"github.com/orgedge/edge/identity"
 )
 
-// outcomeShadowRefused is the outcome of edge_limit_decisions_total for a
+// OutcomeShadowRefused is the outcome of edge_limit_decisions_total for a
 // call that a shadow limit refused and the edge admitted.
-const outcomeShadowRefused = "shadow_refused"
+const OutcomeShadowRefused = "shadow_refused"
 
 // shadowed handles a rate decision d that refused req while some of its
 // limits are in shadow mode. A refused request consumes nothing, so the
@@ -29,10 +29,10 @@ const outcomeShadowRefused = "shadow_refused"
 // The shadow limits themselves consume nothing for a call they refuse, just
 // as they would if they were enforced, so that they go on refusing exactly
 // the calls enforcing would refuse.
-func (l *Limits) shadowed(ctx context.Context, req ratelimit.Request, d ratelimit.Decision, planName string, plan config.Plan, rule *policy.Rule, p *identity.Principal) (ratelimit.Decision, bool, error) {
+func (l *Step) shadowed(ctx context.Context, req ratelimit.Request, d ratelimit.Decision, planName string, plan config.Plan, rule *policy.Rule, p *identity.Principal) (ratelimit.Decision, bool, error) {
 	enforced := req
 	enforced.Limits = slices.DeleteFunc(slices.Clone(req.Limits), func(lim ratelimit.Limit) bool {
-		if lim.Name == planLimit {
+		if lim.Name == PlanLimit {
 			return plan.Shadow
 		}
 		return rule.Shadow
@@ -50,15 +50,15 @@ func (l *Limits) shadowed(ctx context.Context, req ratelimit.Request, d ratelimi
 
 // shadowRefused counts and logs a call that the shadow limit named limit
 // would have refused.
-func (l *Limits) shadowRefused(ctx context.Context, plan, limit string, p *identity.Principal) {
-	l.metrics.shadowRefused(plan, limit)
+func (l *Step) shadowRefused(ctx context.Context, plan, limit string, p *identity.Principal) {
+	l.obs.ShadowRefused(plan, limit)
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
-		span.SetAttributes(attrLimitsOutcome.String(outcomeShadowRefused), attrLimit.String(limit))
+		span.SetAttributes(attrLimitsOutcome.String(OutcomeShadowRefused), attrLimit.String(limit))
 	}
-	if l.shadows.first(p.Subject+"\x00"+limit, l.Now()) {
-		l.Log.LogAttrs(ctx, slog.LevelInfo, "shadow limit would refuse",
+	if l.shadows.first(p.Subject+"\x00"+limit, l.now()) {
+		l.log.LogAttrs(ctx, slog.LevelInfo, "shadow limit would refuse",
 			slog.String("limit", limit), slog.String("plan", plan),
-			slog.String("subject", subjectHash(p.Subject)), slog.String("client_id", p.ClientID),
+			slog.String("subject", identity.SubjectHash(p.Subject)), slog.String("client_id", p.ClientID),
 			slog.Duration("log_interval", shadowLogInterval))
 	}
 }
