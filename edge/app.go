@@ -20,6 +20,7 @@ import (
 	"github.com/orgedge/edge/edge/classify"
 	"github.com/orgedge/edge/edge/idempotency"
 	"github.com/orgedge/edge/edge/limits"
+	"github.com/orgedge/edge/edge/observe"
 	"github.com/orgedge/edge/edge/quota"
 	"github.com/orgedge/edge/edge/ratelimit"
 	"github.com/orgedge/edge/identity"
@@ -44,12 +45,12 @@ type AppOption func(*appOptions)
 
 type appOptions struct {
 	tracerProvider trace.TracerProvider
-	logs           *LogWriter
+	logs           *observe.LogWriter
 }
 
 // WithLogWriter exports the drops of the LogWriter the logger writes to, as
 // edge_log_lines_dropped_total.
-func WithLogWriter(w *LogWriter) AppOption {
+func WithLogWriter(w *observe.LogWriter) AppOption {
 	return func(o *appOptions) { o.logs = w }
 }
 
@@ -108,7 +109,7 @@ func NewApp(cfg *config.Config, log *slog.Logger, version string, opts ...AppOpt
 	if a.redis, err = newRedisClient(cfg.Redis); err != nil {
 		return nil, err
 	}
-	a.redis.AddHook(newRedisHook(reg, cfg.Redis.KeyPrefix))
+	a.redis.AddHook(observe.NewRedisHook(reg, cfg.Redis.KeyPrefix))
 	a.reloads = newReloadMetrics(reg)
 	policy, err := ratelimit.ParsePolicy(cfg.Limits.OnRedisFailure)
 	if err != nil {
@@ -123,7 +124,7 @@ func NewApp(cfg *config.Config, log *slog.Logger, version string, opts ...AppOpt
 	})
 	envs := quota.NewEnvironments(a.redis, quota.WithTimeout(callTimeout), quota.WithLogger(log),
 		quota.WithKeyPrefix(cfg.Redis.KeyPrefix))
-	metrics := NewMetrics(reg, auth, rates, version)
+	metrics := observe.NewMetrics(reg, auth, rates, version)
 	if cfg.Upstream.AdminURL != "" {
 		a.reconciler = limits.NewReconciler(envs, cfg.Upstream.AdminURL, cfg.Limits.ReconcileInterval, log)
 	}

@@ -29,6 +29,7 @@ import (
 	"github.com/orgedge/edge/edge/classify"
 	"github.com/orgedge/edge/edge/idempotency"
 	"github.com/orgedge/edge/edge/limits"
+	"github.com/orgedge/edge/edge/observe"
 	"github.com/orgedge/edge/edge/policy"
 	"github.com/orgedge/edge/edge/proxy"
 	"github.com/orgedge/edge/edge/reqbody"
@@ -43,7 +44,7 @@ type Options struct {
 	Auth       *authn.Authenticator
 	Procedures classify.Procedures
 	Logger     *slog.Logger
-	Metrics    *Metrics // optional
+	Metrics    *observe.Metrics // optional
 	Limits     *limits.Step
 	// Idempotency replays calls that carry Idempotency-Key; nil: off.
 	Idempotency *idempotency.Step
@@ -60,12 +61,12 @@ type Server struct {
 	proxy   http.Handler
 	pool    *proxy.Pool
 	log     *slog.Logger
-	metrics *Metrics
+	metrics *observe.Metrics
 	limits  *limits.Step
 	idem    *idempotency.Step
 	usage   http.Handler
 	bodies  reqbody.Options
-	tracing tracing
+	tracing observe.Tracing
 }
 
 // New assembles the chain.
@@ -91,13 +92,13 @@ func New(o Options) (*Server, error) {
 		idem:    o.Idempotency,
 		bodies: reqbody.Options{MaxBytes: int64(o.Config.Requests.MaxBodyBytes),
 			Timeout: o.Config.Requests.BodyTimeout, MessageTimeout: o.Config.Requests.StreamMessageTimeout},
-		tracing: newTracing(o.TracerProvider),
+		tracing: observe.NewTracing(o.TracerProvider),
 	}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
 	s.usage = o.Limits.UsageHandler()
-	o.Metrics.streaming(o.Procedures)
+	o.Metrics.Streaming(o.Procedures)
 	uc := o.Config.Upstream
 	s.pool = proxy.NewPool(proxy.PoolOptions{
 		Upstreams: ups, DialTimeout: uc.DialTimeout, ResolveInterval: uc.ResolveInterval,
@@ -150,8 +151,8 @@ func inflightOf(r *http.Request) *inflight {
 // ServeHTTP runs one call through the chain.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	s.metrics.serving(1)
-	defer s.metrics.serving(-1)
+	s.metrics.Serving(1)
+	defer s.metrics.Serving(-1)
 	rec := &recorder{ResponseWriter: w}
 	id := requestID(r.Header.Get("X-Request-Id"))
 	r.Header.Set("X-Request-Id", id)
@@ -159,41 +160,41 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	call, problem := classify.Classify(r, s.procs)
 	rec.frames = result.NewFrames(call)
-	ctx, span := s.tracing.startServer(r, call)
+	ctx, span := s.tracing.StartServer(r, call)
 	defer span.End()
 	r = r.WithContext(ctx)
 	principal := s.serve(rec, r, call, problem, start)
 	d := time.Since(start)
 	code := rec.resultCode(call)
-	if r.Context().Err() != nil && (rec.status == 0 || rec.cut.Load() || serverFault(code)) {
+	if r.Context().Err() != nil && (rec.status == 0 || rec.cut.Load() || observe.ServerFault(code)) {
 		// The client left before its answer was complete: not the
 		// service's failure, and not a success either.
 		code = "canceled"
 	}
 	outcome := rec.outcome(code)
-	if outcome == outcomeForwarded {
-		s.metrics.overhead(call, d-time.Duration(rec.upstream.Load()))
+	if outcome == observe.OutcomeForwarded {
+		s.metrics.Overhead(call, d-time.Duration(rec.upstream.Load()))
 	}
 	if code == "deadline_exceeded" {
-		origin := deadlineByEdge
+		origin := observe.DeadlineByEdge
 		if rec.clientDeadline {
-			origin = deadlineByClient
+			origin = observe.DeadlineByClient
 		}
-		s.metrics.deadlineExceeded(origin)
+		s.metrics.DeadlineExceeded(origin)
 	}
 	if code == "unavailable" {
 		reason := rec.reason
 		if reason == "" {
-			reason = unavailableUpstream // the backend's own answer
+			reason = observe.UnavailableUpstream // the backend's own answer
 		}
-		s.metrics.unavailable(reason)
+		s.metrics.Unavailable(reason)
 	}
-	endServer(span, call, code, rec.status)
+	observe.EndServer(span, call, code, rec.status)
 	s.logCall(r, call, principal, rec, code, d)
 	// Last, and edge_requests_total last within it: a scrape that counts
 	// the call there finds it in every other series too, and its access
 	// line written or queued (unless sampled out).
-	s.metrics.observe(call, code, outcome, d)
+	s.metrics.Observe(call, code, outcome, d)
 }
 
 func (s *Server) serve(w *recorder, r *http.Request, call classify.Call, problem classify.Problem, start time.Time) *identity.Principal {
@@ -224,7 +225,7 @@ func (s *Server) serve(w *recorder, r *http.Request, call classify.Call, problem
 		return p
 	}
 
-	ctx, span := s.tracing.start(r.Context(), spanLimits)
+	ctx, span := s.tracing.Start(r.Context(), observe.SpanLimits)
 	admit := s.limits.Admit
 	if s.replays(ctx, r, call, p, rule) {
 		admit = s.limits.AdmitReplay
@@ -241,7 +242,7 @@ func (s *Server) serve(w *recorder, r *http.Request, call classify.Call, problem
 		return p
 	}
 	if call.Streaming {
-		defer s.metrics.streamOpened(call)()
+		defer s.metrics.StreamOpened(call)()
 	}
 	if admitted.WatchesAnswer() {
 		for _, h := range wire.CompressionHeaders {
@@ -294,7 +295,7 @@ func (s *Server) serve(w *recorder, r *http.Request, call classify.Call, problem
 // own. It returns the refusal to answer, if any, and the principal when the
 // token was valid.
 func (s *Server) authenticate(r *http.Request, call classify.Call, pol *limits.Live) (*identity.Principal, *policy.Rule, *connect.Error) {
-	ctx, span := s.tracing.start(r.Context(), spanAuthenticate)
+	ctx, span := s.tracing.Start(r.Context(), observe.SpanAuthenticate)
 	defer span.End()
 	p, err := s.auth.AuthenticateRequest(ctx, r)
 	if err != nil {
@@ -306,21 +307,21 @@ func (s *Server) authenticate(r *http.Request, call classify.Call, pol *limits.L
 			} else if _, ok := errors.AsType[*authn.FailureLimitError](err); ok {
 				reason = authn.ReasonTooManyFailures
 			}
-			span.SetAttributes(attrAuthOutcome.String(refusal.Code().String()), attrAuthReason.String(reason))
+			span.SetAttributes(observe.AttrAuthOutcome.String(refusal.Code().String()), observe.AttrAuthReason.String(reason))
 		}
 		return nil, nil, refusal
 	}
 	rule := pol.Table.Rule(call.Procedure)
 	if !rule.Allows(p) {
 		if span.IsRecording() {
-			span.SetAttributes(attrAuthOutcome.String("permission_denied"), attrAuthReason.String("MISSING_ROLE"))
+			span.SetAttributes(observe.AttrAuthOutcome.String("permission_denied"), observe.AttrAuthReason.String("MISSING_ROLE"))
 		}
 		return p, rule, apierror.New(connect.CodePermissionDenied, "MISSING_ROLE",
 			fmt.Sprintf("%s needs one of the roles %s", call.Procedure, strings.Join(rule.ServiceAccountRoles, ", ")),
 			apierror.WithMetadata("required_roles", strings.Join(rule.ServiceAccountRoles, ",")))
 	}
 	if span.IsRecording() {
-		span.SetAttributes(attrAuthOutcome.String("ok"))
+		span.SetAttributes(observe.AttrAuthOutcome.String("ok"))
 	}
 	return p, rule, nil
 }
@@ -330,22 +331,22 @@ func (s *Server) authenticate(r *http.Request, call classify.Call, pol *limits.L
 // the step's child: the step forwards it.
 func (s *Server) idempotency(w http.ResponseWriter, r *http.Request, call classify.Call, subject string, eligible bool, next http.Handler) {
 	if len(r.Header.Values(idempotency.HeaderKey)) == 0 {
-		s.metrics.idempotency(s.idem.Serve(w, r, call, subject, eligible, next))
+		s.metrics.Idempotency(s.idem.Serve(w, r, call, subject, eligible, next))
 		return
 	}
-	ctx, span := s.tracing.start(r.Context(), spanIdempotency)
+	ctx, span := s.tracing.Start(r.Context(), observe.SpanIdempotency)
 	defer span.End()
 	outcome := s.idem.Serve(w, r.WithContext(ctx), call, subject, eligible, next)
-	s.metrics.idempotency(outcome)
+	s.metrics.Idempotency(outcome)
 	if outcome == idempotency.Unavailable {
-		inflightOf(r).rec.reason = unavailableIdempotency
+		inflightOf(r).rec.reason = observe.UnavailableIdempotency
 	}
 	if span.IsRecording() {
 		o := string(outcome)
 		if o == "" {
 			o = "ignored" // not a procedure that honors the key
 		}
-		span.SetAttributes(attrIdemOutcome.String(o))
+		span.SetAttributes(observe.AttrIdemOutcome.String(o))
 	}
 }
 
@@ -397,15 +398,15 @@ func unavailableReasonOf(err *connect.Error) string {
 		if ei, ok := v.(*errdetails.ErrorInfo); ok {
 			switch {
 			case ei.Reason == limits.ReasonUnavailable:
-				return unavailableLimits
+				return observe.UnavailableLimits
 			case ei.Reason == identity.ReasonIssuerUnavailable:
-				return unavailableIssuer
+				return observe.UnavailableIssuer
 			case strings.HasPrefix(ei.Reason, "IDEMPOTENCY"):
-				return unavailableIdempotency
+				return observe.UnavailableIdempotency
 			}
 		}
 	}
-	return unavailableUpstream
+	return observe.UnavailableUpstream
 }
 
 func authError(err error, call classify.Call) *connect.Error {

@@ -8,17 +8,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/orgedge/edge/config"
 	"github.com/orgedge/edge/edge/classify"
+	"github.com/orgedge/edge/edge/observe"
 	"github.com/orgedge/edge/identity"
 )
 
 // The hot path's steps that live in this package, one benchmark each, so
 // that a regression shows in benchstat (docs/benchmarks.md). The others:
 // classify.BenchmarkClassify, authn.BenchmarkCachedToken,
-// limits.BenchmarkRateLimitHeaders,
+// limits.BenchmarkRateLimitHeaders, observe.BenchmarkMetrics,
 // ratelimit.BenchmarkAllowRealRedis, proxy.BenchmarkProxyHop.
 
 var benchCall = classify.Call{
@@ -26,23 +25,10 @@ var benchCall = classify.Call{
 	Service: "svc.v1.OrganizationService", Method: "GetOrganization", JSON: true, UnaryConnect: true,
 }
 
-// BenchmarkMetrics is what every forwarded call records: the request
-// counter and duration, the upstream duration, the limit decision.
-func BenchmarkMetrics(b *testing.B) {
-	m := NewMetrics(prometheus.NewRegistry(), nil, nil, "bench")
-	b.ReportAllocs()
-	for b.Loop() {
-		m.observe(benchCall, "ok", outcomeForwarded, time.Millisecond)
-		m.overhead(benchCall, 100*time.Microsecond)
-		m.forwarded(benchCall, time.Millisecond)
-		m.Decided("enterprise", "rate", true)
-	}
-}
-
 // BenchmarkAccessLog writes one access line (JSON, as in production) into
 // the buffered log writer.
 func BenchmarkAccessLog(b *testing.B) {
-	logs := NewLogWriter(io.Discard, 0)
+	logs := observe.NewLogWriter(io.Discard, 0)
 	defer logs.Close()
 	cfg := config.Default()
 	s := &Server{cfg: cfg, log: slog.New(slog.NewJSONHandler(logs, nil))}

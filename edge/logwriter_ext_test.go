@@ -12,7 +12,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/orgedge/edge/config"
-	"github.com/orgedge/edge/edge"
+	"github.com/orgedge/edge/edge/observe"
 	svcv1 "github.com/orgedge/edge/gen/svc/v1"
 	"github.com/orgedge/edge/internal/testkit"
 	"github.com/orgedge/edge/orgsvc"
@@ -45,7 +45,7 @@ func (b *lockedBuffer) lines() []string {
 // order, after Close.
 func TestLogWriterLosesNoLineOnClose(t *testing.T) {
 	out := &lockedBuffer{}
-	w := edge.NewLogWriter(out, 0)
+	w := observe.NewLogWriter(out, 0)
 	log := slog.New(slog.NewTextHandler(w, nil))
 	var wg sync.WaitGroup
 	for g := range 8 {
@@ -86,7 +86,7 @@ func TestLogWriterLosesNoLineOnClose(t *testing.T) {
 // output moves again.
 func TestLogWriterDropsAndCountsWhenTheOutputStalls(t *testing.T) {
 	out := &lockedBuffer{gate: make(chan struct{})}
-	w := edge.NewLogWriter(out, 4096)
+	w := observe.NewLogWriter(out, 4096)
 	line := strings.Repeat("x", 99) + "\n"
 	done := make(chan struct{})
 	go func() {

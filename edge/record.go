@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/orgedge/edge/edge/classify"
+	"github.com/orgedge/edge/edge/observe"
 	"github.com/orgedge/edge/edge/result"
 	"github.com/orgedge/edge/edge/wire"
 	"github.com/orgedge/edge/identity"
@@ -43,46 +44,24 @@ type recorder struct {
 	clientDeadline bool
 }
 
-// Origins of edge_deadline_exceeded_total.
-const (
-	deadlineByClient = "client" // the client's own, shorter deadline passed
-	deadlineByEdge   = "edge"   // the edge's cap passed: the service was too slow
-)
-
 // SetReplayedCode is how the idempotency step tells the code of the answer
 // it replays.
 func (r *recorder) SetReplayedCode(code string) { r.replayCode = code }
-
-// Outcomes of edge_request_duration_seconds: what became of a call.
-const (
-	outcomeForwarded = "forwarded" // the backend answered (any code)
-	outcomeRefused   = "refused"   // the edge refused it: the caller's token, role, limits, request
-	outcomeReplayed  = "replayed"  // an idempotent replay, without the backend
-	outcomeError     = "error"     // no answer from the backend, or a dependency of the edge failed, or the client left
-)
-
-// Reasons of edge_unavailable_total.
-const (
-	unavailableLimits      = "limits"
-	unavailableIdempotency = "idempotency"
-	unavailableIssuer      = "issuer"
-	unavailableUpstream    = "upstream"
-)
 
 // outcome classifies the call for the duration histogram; code is its
 // result code.
 func (r *recorder) outcome(code string) string {
 	switch {
 	case code == "canceled":
-		return outcomeError
+		return observe.OutcomeError
 	case r.replayCode != "":
-		return outcomeReplayed
+		return observe.OutcomeReplayed
 	case r.answered.Load():
-		return outcomeForwarded
+		return observe.OutcomeForwarded
 	case r.code == "" || noAnswer[code]:
-		return outcomeError
+		return observe.OutcomeError
 	}
-	return outcomeRefused
+	return observe.OutcomeRefused
 }
 
 // noAnswer are the codes of the edge's own answers that mean it could not
@@ -148,26 +127,6 @@ func (r *recorder) resultCode(c classify.Call) string {
 		return result.CodeName(result.HTTPCode(r.status))
 	}
 	return "unknown" // cut short: no status reached the client
-}
-
-var grpcCodes = [...]string{"ok", "canceled", "unknown", "invalid_argument", "deadline_exceeded", "not_found", "already_exists",
-	"permission_denied", "resource_exhausted", "failed_precondition", "aborted", "out_of_range", "unimplemented",
-	"internal", "unavailable", "data_loss", "unauthenticated"}
-
-// grpcCodeIndex maps a code name back to its number.
-var grpcCodeIndex = func() map[string]int {
-	m := make(map[string]int, len(grpcCodes))
-	for i, c := range grpcCodes {
-		m[c] = i
-	}
-	return m
-}()
-
-func grpcCodeName(n int) string {
-	if n >= 0 && n < len(grpcCodes) {
-		return grpcCodes[n]
-	}
-	return "unknown"
 }
 
 // logCall writes the one access line of a call. It never names the token,

@@ -3,12 +3,10 @@ package edge
 import (
 	"io"
 	"net/http"
-	"strconv"
 	"sync/atomic"
 	"time"
 
-	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/propagation"
+	"github.com/orgedge/edge/edge/observe"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -17,33 +15,28 @@ import (
 // the backend: its spans become children of the edge.upstream span.
 type upstreamTransport struct {
 	next    http.RoundTripper
-	tracing tracing
-	metrics *Metrics
+	tracing observe.Tracing
+	metrics *observe.Metrics
 }
 
 func (t *upstreamTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	start := time.Now()
 	call := inflightOf(req).call
-	ctx, span := t.tracing.startClient(req.Context())
+	ctx, span := t.tracing.StartUpstream(req.Context(), call, req.URL.Host)
 	if span.IsRecording() {
-		span.SetAttributes(attrRPCSystem.String(rpcSystem(call.Protocol)), attrRPCService.String(call.Service),
-			attrRPCMethod.String(call.Method), attrServerAddress.String(req.URL.Host))
 		// A RoundTripper must not change its request: send a copy that
 		// carries this span's context instead of the client's.
 		out := req.WithContext(ctx)
 		out.Header = req.Header.Clone()
-		t.tracing.prop.Inject(ctx, propagation.HeaderCarrier(out.Header))
+		t.tracing.Inject(ctx, out.Header)
 		req = out
 	}
 	res, err := t.next.RoundTrip(req)
 	if err != nil {
 		d := time.Since(start)
 		inflightOf(req).rec.upstream.Add(int64(d))
-		t.metrics.forwarded(call, d)
-		if span.IsRecording() {
-			span.SetStatus(codes.Error, "backend unreachable")
-			span.RecordError(err)
-		}
+		t.metrics.Forwarded(call, d)
+		observe.UpstreamFailed(span, err)
 		span.End()
 		return nil, err
 	}
@@ -86,27 +79,8 @@ func (b *upstreamBody) end(whole bool) {
 	if !whole && b.res.Request.Context().Err() != nil {
 		f.rec.cut.Store(true)
 	}
-	b.t.metrics.forwarded(f.call, d)
-	if span := b.span; span.IsRecording() {
-		span.SetAttributes(attrHTTPStatus.Int(b.res.StatusCode))
-		// gRPC's status is in the trailers, which are read by now, or in
-		// the headers of a trailers-only answer.
-		status := b.res.Trailer.Get("Grpc-Status")
-		if status == "" {
-			status = b.res.Header.Get("Grpc-Status")
-		}
-		if n, err := strconv.Atoi(status); err == nil {
-			span.SetAttributes(attrGRPCStatus.Int(n))
-			if serverFault(grpcCodeName(n)) {
-				span.SetStatus(codes.Error, grpcCodeName(n))
-			}
-		}
-		switch {
-		case b.res.StatusCode >= 500:
-			span.SetStatus(codes.Error, http.StatusText(b.res.StatusCode))
-		case !whole && b.res.Request.Context().Err() != nil:
-			span.SetStatus(codes.Error, "answer cut short")
-		}
-	}
+	b.t.metrics.Forwarded(f.call, d)
+	cut := !whole && b.res.Request.Context().Err() != nil
+	observe.UpstreamAnswered(b.span, b.res, cut)
 	b.span.End()
 }

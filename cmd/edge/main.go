@@ -27,6 +27,7 @@ import (
 
 	"github.com/orgedge/edge/config"
 	"github.com/orgedge/edge/edge"
+	"github.com/orgedge/edge/edge/observe"
 	"github.com/orgedge/edge/internal/healthcheck"
 	"github.com/orgedge/edge/internal/telemetry"
 )
@@ -136,7 +137,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	// Log lines leave the request path: a goroutine writes them to stderr.
 	// Deferred first, so that it runs last and writes every line.
-	logs := edge.NewLogWriter(os.Stderr, int(cfg.Log.BufferBytes))
+	logs := observe.NewLogWriter(os.Stderr, int(cfg.Log.BufferBytes))
 	defer logs.Close()
 	log := newLogger(cfg.Log, logs)
 	slog.SetDefault(log)

@@ -23,6 +23,7 @@ import (
 
 	"github.com/orgedge/edge/config"
 	"github.com/orgedge/edge/edge"
+	"github.com/orgedge/edge/edge/observe"
 )
 
 func main() {
@@ -40,7 +41,7 @@ func main() {
 	_ = level.UnmarshalText([]byte(cfg.Log.Level))
 	opts := &slog.HandlerOptions{Level: level}
 	// As cmd/edge: log lines go through the buffered writer.
-	logs := edge.NewLogWriter(os.Stderr, int(cfg.Log.BufferBytes))
+	logs := observe.NewLogWriter(os.Stderr, int(cfg.Log.BufferBytes))
 	defer logs.Close()
 	var lg *slog.Logger
 	if cfg.Log.Format == "text" {

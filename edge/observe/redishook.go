@@ -1,4 +1,4 @@
-package edge
+package observe
 
 import (
 	"context"
@@ -48,7 +48,7 @@ const (
 	redisErrError   = "error"
 )
 
-func newRedisHook(reg prometheus.Registerer, keyPrefix string) redisHook {
+func NewRedisHook(reg prometheus.Registerer, keyPrefix string) redisHook {
 	h := redisHook{
 		n: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "edge_redis_round_trips_total",

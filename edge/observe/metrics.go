@@ -1,4 +1,4 @@
-package edge
+package observe
 
 import (
 	"strings"
@@ -124,15 +124,15 @@ func NewMetrics(reg prometheus.Registerer, auth *authn.Authenticator, rates *rat
 			Help: "Calls answered unavailable, by the dependency at fault: limits (Redis for limits), idempotency (Redis for Idempotency-Key), issuer (the OIDC issuer), upstream (the backend).",
 		}, []string{"reason"}),
 	}
-	for _, r := range []string{unavailableLimits, unavailableIdempotency, unavailableIssuer, unavailableUpstream} {
+	for _, r := range []string{UnavailableLimits, UnavailableIdempotency, UnavailableIssuer, UnavailableUpstream} {
 		m.unavailables.WithLabelValues(r)
 	}
 	m.deadlines = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "edge_deadline_exceeded_total",
 		Help: "Calls that ended deadline_exceeded, by whose deadline passed: client (a deadline the client chose, shorter than the edge's cap: not a server error) or edge (the edge's cap).",
 	}, []string{"origin"})
-	m.deadlines.WithLabelValues(deadlineByClient)
-	m.deadlines.WithLabelValues(deadlineByEdge)
+	m.deadlines.WithLabelValues(DeadlineByClient)
+	m.deadlines.WithLabelValues(DeadlineByEdge)
 	m.decisions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "edge_limit_decisions_total",
 		Help: "Limit decisions by plan, the limit that decided (plan, daily, op:<Method>, streams, quota kinds) and outcome (allowed, refused, shadow_refused: a shadow limit would have refused, the call was admitted).",
@@ -235,9 +235,9 @@ func labels(c classify.Call) (service, method, protocol string) {
 	return service, method, protocol
 }
 
-// streaming makes edge_open_streams start at 0 for every streaming
+// Streaming makes edge_open_streams start at 0 for every streaming
 // procedure, so that the series exist before the first stream.
-func (m *Metrics) streaming(procs classify.Procedures) {
+func (m *Metrics) Streaming(procs classify.Procedures) {
 	if m == nil {
 		return
 	}
@@ -251,7 +251,7 @@ func (m *Metrics) streaming(procs classify.Procedures) {
 	}
 }
 
-func (m *Metrics) observe(c classify.Call, code, outcome string, d time.Duration) {
+func (m *Metrics) Observe(c classify.Call, code, outcome string, d time.Duration) {
 	if m == nil {
 		return
 	}
@@ -267,7 +267,7 @@ func (m *Metrics) observe(c classify.Call, code, outcome string, d time.Duration
 }
 
 // outcomes are the values of the outcome label, by index.
-var outcomes = [...]string{outcomeForwarded, outcomeRefused, outcomeReplayed, outcomeError}
+var outcomes = [...]string{OutcomeForwarded, OutcomeRefused, OutcomeReplayed, OutcomeError}
 
 func outcomeIndex(o string) int {
 	for i, name := range outcomes {
@@ -281,22 +281,22 @@ func outcomeIndex(o string) int {
 // overheadBuckets resolve the edge's own share, from 50µs to 1s.
 var overheadBuckets = []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1}
 
-// overhead records the edge's own time in one forwarded call.
-func (m *Metrics) overhead(c classify.Call, d time.Duration) {
+// Overhead records the edge's own time in one forwarded call.
+func (m *Metrics) Overhead(c classify.Call, d time.Duration) {
 	if m != nil {
 		m.seriesOf(c).overhead.get().Observe(max(d, 0).Seconds())
 	}
 }
 
-// deadlineExceeded counts one deadline_exceeded call by whose deadline it was.
-func (m *Metrics) deadlineExceeded(origin string) {
+// DeadlineExceeded counts one deadline_exceeded call by whose deadline it was.
+func (m *Metrics) DeadlineExceeded(origin string) {
 	if m != nil {
 		m.deadlines.WithLabelValues(origin).Inc()
 	}
 }
 
-// unavailable counts one unavailable answer by the dependency at fault.
-func (m *Metrics) unavailable(reason string) {
+// Unavailable counts one unavailable answer by the dependency at fault.
+func (m *Metrics) Unavailable(reason string) {
 	if m != nil {
 		m.unavailables.WithLabelValues(reason).Inc()
 	}
@@ -308,17 +308,17 @@ func (m *Metrics) seriesOf(c classify.Call) *series {
 	return m.calls.get(seriesKey{service, method, protocol})
 }
 
-// forwarded records one call forwarded to the backend.
-func (m *Metrics) forwarded(c classify.Call, d time.Duration) {
+// Forwarded records one call forwarded to the backend.
+func (m *Metrics) Forwarded(c classify.Call, d time.Duration) {
 	if m == nil {
 		return
 	}
 	m.seriesOf(c).upstream.get().Observe(d.Seconds())
 }
 
-// streamOpened counts a streaming call as open until the returned function
+// StreamOpened counts a streaming call as open until the returned function
 // is called.
-func (m *Metrics) streamOpened(c classify.Call) (closed func()) {
+func (m *Metrics) StreamOpened(c classify.Call) (closed func()) {
 	if m == nil {
 		return func() {}
 	}
@@ -341,8 +341,8 @@ func (m *Metrics) Reservation(outcome string) {
 	}
 }
 
-// serving adds delta (1 or -1) to the calls in flight.
-func (m *Metrics) serving(delta float64) {
+// Serving adds delta (1 or -1) to the calls in flight.
+func (m *Metrics) Serving(delta float64) {
 	if m != nil {
 		m.inflight.Add(delta)
 	}
@@ -363,8 +363,8 @@ func (m *Metrics) ShadowRefused(plan, limit string) {
 	}
 }
 
-// idempotency counts one keyed call's outcome ("" when the call had no key).
-func (m *Metrics) idempotency(o idempotency.Outcome) {
+// Idempotency counts one keyed call's outcome ("" when the call had no key).
+func (m *Metrics) Idempotency(o idempotency.Outcome) {
 	if m == nil || o == "" {
 		return
 	}

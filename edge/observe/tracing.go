@@ -1,8 +1,9 @@
-package edge
+package observe
 
 import (
 	"context"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"go.opentelemetry.io/otel"
@@ -20,9 +21,9 @@ import (
 // caller: never a token, a subject or an organization.
 const (
 	spanUnknown      = "edge.unknown" // a call the edge could not classify
-	spanAuthenticate = "edge.authenticate"
-	spanLimits       = "edge.limits"
-	spanIdempotency  = "edge.idempotency"
+	SpanAuthenticate = "edge.authenticate"
+	SpanLimits       = "edge.limits"
+	SpanIdempotency  = "edge.idempotency"
 	spanUpstream     = "edge.upstream"
 
 	attrRPCSystem       = attribute.Key("rpc.system")  // connect_rpc or grpc
@@ -32,36 +33,36 @@ const (
 	attrGRPCStatus      = attribute.Key("rpc.grpc.status_code")
 	attrHTTPStatus      = attribute.Key("http.response.status_code")
 	attrProtocol        = attribute.Key("edge.protocol") // connect, grpc, grpcweb, http: as the metrics' label
-	attrAuthOutcome     = attribute.Key("edge.auth.outcome")
-	attrAuthReason      = attribute.Key("edge.auth.reason")
-	attrIdemOutcome     = attribute.Key("edge.idempotency.outcome")
+	AttrAuthOutcome     = attribute.Key("edge.auth.outcome")
+	AttrAuthReason      = attribute.Key("edge.auth.reason")
+	AttrIdemOutcome     = attribute.Key("edge.idempotency.outcome")
 	attrServerAddress   = attribute.Key("server.address")
 	instrumentationName = "github.com/orgedge/edge/edge"
 )
 
-// tracing starts the edge's spans. With a no-op tracer provider (tracing
+// Tracing starts the edge's spans. With a no-op tracer provider (tracing
 // off) it starts none: the calls' contexts carry no span, and the client's
 // trace context reaches the backend as the client sent it, in its headers.
-type tracing struct {
+type Tracing struct {
 	tracer trace.Tracer
 	prop   propagation.TextMapPropagator
 	off    bool
 }
 
-func newTracing(tp trace.TracerProvider) tracing {
+func NewTracing(tp trace.TracerProvider) Tracing {
 	if tp == nil {
 		tp = otel.GetTracerProvider()
 	}
 	_, off := tp.(noop.TracerProvider)
-	return tracing{tracer: tp.Tracer(instrumentationName), prop: telemetry.Propagator(), off: off}
+	return Tracing{tracer: tp.Tracer(instrumentationName), prop: telemetry.Propagator(), off: off}
 }
 
 // noSpan is what the span functions return when tracing is off.
 var noSpan = trace.SpanFromContext(context.Background())
 
-// startServer starts the span of one call, a child of the trace context the
+// StartServer starts the span of one call, a child of the trace context the
 // client sent, if any. It is named after the procedure.
-func (t tracing) startServer(r *http.Request, c classify.Call) (context.Context, trace.Span) {
+func (t Tracing) StartServer(r *http.Request, c classify.Call) (context.Context, trace.Span) {
 	if t.off {
 		return r.Context(), noSpan
 	}
@@ -84,35 +85,87 @@ func (t tracing) startServer(r *http.Request, c classify.Call) (context.Context,
 	return ctx, span
 }
 
-// endServer records the call's result on its span. The span stays open:
+// EndServer records the call's result on its span. The span stays open:
 // the caller ends it.
-func endServer(span trace.Span, c classify.Call, code string, status int) {
+func EndServer(span trace.Span, c classify.Call, code string, status int) {
 	if !span.IsRecording() {
 		return
 	}
 	span.SetAttributes(attrStatusCode.String(strings.ToUpper(code)), attrHTTPStatus.Int(status))
 	if c.Protocol == classify.GRPC || c.Protocol == classify.GRPCWeb {
-		span.SetAttributes(attrGRPCStatus.Int(grpcCodeNumber(code)))
+		n, ok := grpcCodeIndex[code]
+		if !ok {
+			n = 2 // unknown
+		}
+		span.SetAttributes(attrGRPCStatus.Int(n))
 	}
-	if serverFault(code) {
+	if ServerFault(code) {
 		span.SetStatus(codes.Error, code)
 	}
 }
 
-// start starts an internal span, a step of the chain.
-func (t tracing) start(ctx context.Context, name string) (context.Context, trace.Span) {
+// Start starts an internal span, a step of the chain.
+func (t Tracing) Start(ctx context.Context, name string) (context.Context, trace.Span) {
 	if t.off {
 		return ctx, noSpan
 	}
 	return t.tracer.Start(ctx, name)
 }
 
-// startClient starts the span of the call to the backend.
-func (t tracing) startClient(ctx context.Context) (context.Context, trace.Span) {
+// StartUpstream starts the span of c's call to the backend at host (the
+// edge.upstream span, a client span).
+func (t Tracing) StartUpstream(ctx context.Context, c classify.Call, host string) (context.Context, trace.Span) {
 	if t.off {
 		return ctx, noSpan
 	}
-	return t.tracer.Start(ctx, spanUpstream, trace.WithSpanKind(trace.SpanKindClient))
+	ctx, span := t.tracer.Start(ctx, spanUpstream, trace.WithSpanKind(trace.SpanKindClient))
+	if span.IsRecording() {
+		span.SetAttributes(attrRPCSystem.String(rpcSystem(c.Protocol)), attrRPCService.String(c.Service),
+			attrRPCMethod.String(c.Method), attrServerAddress.String(host))
+	}
+	return ctx, span
+}
+
+// Inject writes the trace context of ctx into h, for the backend: its
+// spans become children of the span of ctx.
+func (t Tracing) Inject(ctx context.Context, h http.Header) {
+	t.prop.Inject(ctx, propagation.HeaderCarrier(h))
+}
+
+// UpstreamFailed notes on the upstream span that the backend could not be
+// reached.
+func UpstreamFailed(span trace.Span, err error) {
+	if span.IsRecording() {
+		span.SetStatus(codes.Error, "backend unreachable")
+		span.RecordError(err)
+	}
+}
+
+// UpstreamAnswered notes the backend's answer on the upstream span: its
+// HTTP status, its gRPC status (read by now from the trailers, or from the
+// headers of a trailers-only answer), and an error status when the
+// backend failed or the answer was cut short.
+func UpstreamAnswered(span trace.Span, res *http.Response, cut bool) {
+	if !span.IsRecording() {
+		return
+	}
+	span.SetAttributes(attrHTTPStatus.Int(res.StatusCode))
+	status := res.Trailer.Get("Grpc-Status")
+	if status == "" {
+		status = res.Header.Get("Grpc-Status")
+	}
+	if n, err := strconv.Atoi(status); err == nil {
+		span.SetAttributes(attrGRPCStatus.Int(n))
+		if ServerFault(CodeName(n)) {
+			span.SetStatus(codes.Error, CodeName(n))
+		}
+	}
+	switch {
+	case res.StatusCode >= 500:
+		span.SetStatus(codes.Error, http.StatusText(res.StatusCode))
+	case cut:
+		span.SetStatus(codes.Error, "answer cut short")
+	}
 }
 
 // rpcSystem is the semantic conventions' rpc.system of a protocol.
@@ -126,22 +179,13 @@ func rpcSystem(p classify.Protocol) string {
 	return "unknown"
 }
 
-// serverFault reports whether a code says the server failed, rather than
+// ServerFault reports whether a code says the server failed, rather than
 // the caller: such spans get the error status (OpenTelemetry's RPC server
 // conventions).
-func serverFault(code string) bool {
+func ServerFault(code string) bool {
 	switch code {
 	case "unknown", "deadline_exceeded", "unimplemented", "internal", "unavailable", "data_loss":
 		return true
 	}
 	return false
-}
-
-func grpcCodeNumber(code string) int {
-	for i, name := range grpcCodes {
-		if name == code {
-			return i
-		}
-	}
-	return 2 // unknown
 }

@@ -1,4 +1,4 @@
-package edge
+package observe
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
