@@ -4,12 +4,14 @@
 //
 // Tracing is off unless the environment asks for an exporter: then the
 // tracer provider is OpenTelemetry's no-op one, nothing is exported and
-// nothing is sampled. It is on when OTEL_TRACES_EXPORTER is "otlp", or when
+// nothing is sampled. It is on when OTEL_TRACES_EXPORTER names an exporter
+// ("otlp", or "console" to print spans on stdout), or when
 // OTEL_TRACES_EXPORTER is unset and OTEL_EXPORTER_OTLP_ENDPOINT or
 // OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set. OTEL_SDK_DISABLED=true and
 // OTEL_TRACES_EXPORTER=none turn it off whatever else is set.
 //
-// When on, spans go over OTLP to the collector that the OTEL_EXPORTER_OTLP_*
+// When on, the exporter is the one OpenTelemetry's autoexport makes from
+// the same variables: OTLP to the collector that the OTEL_EXPORTER_OTLP_*
 // variables name (endpoint, headers, timeout, certificates, compression),
 // in the protocol of OTEL_EXPORTER_OTLP_TRACES_PROTOCOL or
 // OTEL_EXPORTER_OTLP_PROTOCOL: "http/protobuf" (the default) or "grpc".
@@ -28,10 +30,9 @@ import (
 	"os"
 	"strings"
 
+	"go.opentelemetry.io/contrib/exporters/autoexport"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -55,12 +56,12 @@ func Enabled(getenv func(string) string) (bool, error) {
 	switch e := strings.ToLower(strings.TrimSpace(getenv("OTEL_TRACES_EXPORTER"))); e {
 	case "none":
 		return false, nil
-	case "otlp":
+	case "otlp", "console":
 		return true, nil
 	case "":
 		return getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != "", nil
 	default:
-		return false, fmt.Errorf("OTEL_TRACES_EXPORTER=%q: this build exports traces with otlp only (or none)", e)
+		return false, fmt.Errorf("OTEL_TRACES_EXPORTER=%q: want otlp, console or none", e)
 	}
 }
 
@@ -97,19 +98,15 @@ func NewTracerProvider(ctx context.Context, serviceName, version string) (trace.
 	return tp, tp.Shutdown, nil
 }
 
+// newExporter is the exporter the OTEL_* variables ask for, made by
+// autoexport; its fallback when OTEL_TRACES_EXPORTER is unset is OTLP,
+// which is what an endpoint alone asks for.
 func newExporter(ctx context.Context) (sdktrace.SpanExporter, error) {
-	protocol := os.Getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
-	if protocol == "" {
-		protocol = os.Getenv("OTEL_EXPORTER_OTLP_PROTOCOL")
+	exp, err := autoexport.NewSpanExporter(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: %w", err)
 	}
-	switch strings.TrimSpace(protocol) {
-	case "", "http/protobuf":
-		return otlptracehttp.New(ctx)
-	case "grpc":
-		return otlptracegrpc.New(ctx)
-	default:
-		return nil, fmt.Errorf("telemetry: OTLP protocol %q: want http/protobuf or grpc", protocol)
-	}
+	return exp, nil
 }
 
 // Setup makes the provider NewTracerProvider returns the process's global

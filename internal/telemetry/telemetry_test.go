@@ -26,6 +26,7 @@ func TestTracingIsOffUnlessTheEnvironmentNamesAnExporter(t *testing.T) {
 		{name: "an endpoint", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"}, on: true},
 		{name: "a traces endpoint", env: map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://collector:4318/v1/traces"}, on: true},
 		{name: "otlp to the default endpoint", env: map[string]string{"OTEL_TRACES_EXPORTER": "otlp"}, on: true},
+		{name: "console", env: map[string]string{"OTEL_TRACES_EXPORTER": "console"}, on: true},
 		{name: "none wins over an endpoint", env: map[string]string{"OTEL_TRACES_EXPORTER": "none", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"}},
 		{name: "the SDK disabled", env: map[string]string{"OTEL_SDK_DISABLED": "true", "OTEL_TRACES_EXPORTER": "otlp"}},
 		{name: "an exporter this build lacks", env: map[string]string{"OTEL_TRACES_EXPORTER": "zipkin"}, bad: true},
