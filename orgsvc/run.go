@@ -18,9 +18,12 @@ import (
 
 // RunOptions configure a backend started by Start.
 type RunOptions struct {
-	Addr      string // listen address
-	Database  string // postgres:// DSN or a SQLite file path
-	IssuerURL string
+	Addr     string // listen address
+	Database string // postgres:// DSN or a SQLite file path
+	// MaxDBConns bounds the database connection pool; 0: the store's
+	// default (8 for SQLite, 16 for PostgreSQL).
+	MaxDBConns int
+	IssuerURL  string
 	// Audience is the API's client id at the issuer: tokens must name it in
 	// aud. Required unless AllowAnyAudience (development only).
 	Audience         string
@@ -54,7 +57,7 @@ type Running struct {
 // opts.Addr until Shutdown.
 func Start(ctx context.Context, opts RunOptions) (*Running, error) {
 	openCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	st, err := store.Open(openCtx, opts.Database)
+	st, err := store.Open(openCtx, opts.Database, store.WithMaxConns(opts.MaxDBConns))
 	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)

@@ -64,6 +64,16 @@ func boolEnv(name string) bool {
 	return b
 }
 
+func intEnv(name string, def int) int {
+	if v, ok := os.LookupEnv(name); ok {
+		if n, err := strconv.Atoi(v); err == nil {
+			return n
+		}
+		fmt.Fprintf(os.Stderr, "orgsvc: ignoring %s=%q: not a whole number\n", name, v)
+	}
+	return def
+}
+
 func durationEnv(name string, def time.Duration) time.Duration {
 	if v, ok := os.LookupEnv(name); ok {
 		if d, err := time.ParseDuration(v); err == nil {
@@ -80,6 +90,7 @@ func run(args []string) error {
 		addr      = fs.String("addr", env("ORGSVC_ADDR", "127.0.0.1:8082"), "listen address ($ORGSVC_ADDR)")
 		adminAddr = fs.String("admin-addr", env("ORGSVC_ADMIN_ADDR", "127.0.0.1:9092"), "admin listen address: /metrics, /healthz, /readyz ($ORGSVC_ADMIN_ADDR)")
 		database  = fs.String("database", env("ORGSVC_DATABASE", ""), "postgres:// DSN, or a SQLite file path ($ORGSVC_DATABASE)")
+		dbConns   = fs.Int("db-max-conns", intEnv("ORGSVC_DB_MAX_CONNS", 0), "bound on open database connections; 0: 8 for SQLite, 16 for PostgreSQL ($ORGSVC_DB_MAX_CONNS)")
 		issuer    = fs.String("issuer", env("ORGSVC_ISSUER_URL", ""), "OIDC issuer URL ($ORGSVC_ISSUER_URL)")
 		audience  = fs.String("audience", env("ORGSVC_AUDIENCE", ""), "the API's client id at the issuer, which every token must name in aud; required unless -allow-any-audience ($ORGSVC_AUDIENCE)")
 		anyAud    = fs.Bool("allow-any-audience", boolEnv("ORGSVC_ALLOW_ANY_AUDIENCE"), "accept tokens minted for any client of the issuer: development only ($ORGSVC_ALLOW_ANY_AUDIENCE)")
@@ -163,7 +174,7 @@ func run(args []string) error {
 	}
 
 	running, err := orgsvc.Start(ctx, orgsvc.RunOptions{
-		Addr: *addr, Database: *database, IssuerURL: *issuer, Audience: *audience, Logger: log,
+		Addr: *addr, Database: *database, MaxDBConns: *dbConns, IssuerURL: *issuer, Audience: *audience, Logger: log,
 		AllowAnyAudience: *anyAud, AzpAsAudience: *azpAud,
 		RoleClaims: strings.Split(*roles, ","), AdminAddr: *adminAddr, Version: version(),
 		Config: orgsvc.Config{InvitationTTL: *invTTL, ProvisionDelay: *provision, WatchAccessCheck: *watchCheck, BodyTimeout: *bodyTimeout},

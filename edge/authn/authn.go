@@ -55,9 +55,6 @@ type Authenticator struct {
 // Option configures an Authenticator.
 type Option func(*Authenticator)
 
-// WithClock sets the clock that decides whether a cached token has expired.
-func WithClock(now func() time.Time) Option { return func(a *Authenticator) { a.now = now } }
-
 // WithRefusedCache remembers up to size refused tokens (for 10 minutes), so
 // that a refused token sent again is refused without verification. Only
 // final refusals are remembered: not a token whose key is not known yet,

@@ -150,52 +150,6 @@ func WithLeasePeriod(d time.Duration) Option {
 	}
 }
 
-// WithRenewTicker replaces the ticker that paces lease renewals (Streams;
-// default time.NewTicker(period)). newTicker returns the ticks and a stop
-// function; tests pass a channel they drive.
-func WithRenewTicker(newTicker func(period time.Duration) (ticks <-chan time.Time, stop func())) Option {
-	return func(o *options) {
-		if newTicker != nil {
-			o.ticker = newTicker
-		}
-	}
-}
-
-// WithClock sets the edge's clock (Environments; default time.Now). It
-// decides the calendar month (in UTC), compute usage so far, and when a
-// pending reservation expires.
-func WithClock(now func() time.Time) Option {
-	return func(o *options) {
-		if now != nil {
-			o.now = now
-		}
-	}
-}
-
-// WithReservationTTL sets how long a reservation stays pending without
-// Confirm or Rollback (Environments; default 60s): the reservation of an edge
-// that crashed mid-call frees its concurrent slot after it. Less than 1ms is
-// ignored.
-func WithReservationTTL(d time.Duration) Option {
-	return func(o *options) {
-		if d >= time.Millisecond {
-			o.reservationTTL = d
-		}
-	}
-}
-
-// WithRecordTTL sets how long a running environment's records live past the
-// last time the edge saw it alive (Environments; default DefaultRecordTTL).
-// Reconciliation renews them every pass; without it, they expire this long
-// after the subject's last CreateEnvironment. Less than a minute is ignored.
-func WithRecordTTL(d time.Duration) Option {
-	return func(o *options) {
-		if d >= time.Minute {
-			o.recordTTL = d
-		}
-	}
-}
-
 // tag is the start of a subject's keys, with their hash tag.
 func (o *options) tag(subject string) string {
 	sum := sha256.Sum256([]byte(subject))
