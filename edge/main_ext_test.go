@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/orgedge/edge/config"
-	"github.com/orgedge/edge/edge"
+	"github.com/orgedge/edge/edge/app"
 )
 
 // childConfigVar makes the test binary run as an edge process instead of
@@ -45,7 +45,7 @@ func runChildEdge(path string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	app, err := edge.NewApp(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), "child")
+	app, err := app.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), "child")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -26,7 +26,7 @@ import (
 	"time"
 
 	"github.com/orgedge/edge/config"
-	"github.com/orgedge/edge/edge"
+	"github.com/orgedge/edge/edge/app"
 	"github.com/orgedge/edge/edge/observe"
 	"github.com/orgedge/edge/internal/healthcheck"
 	"github.com/orgedge/edge/internal/telemetry"
@@ -142,7 +142,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	log := newLogger(cfg.Log, logs)
 	slog.SetDefault(log)
 
-	app, err := edge.NewApp(cfg, log, version(), edge.WithLogWriter(logs))
+	app, err := app.New(cfg, log, version(), app.WithLogWriter(logs))
 	if err != nil {
 		return err
 	}

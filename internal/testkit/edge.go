@@ -11,7 +11,7 @@ import (
 
 	"github.com/orgedge/edge/config"
 	"github.com/orgedge/edge/devissuer"
-	"github.com/orgedge/edge/edge"
+	"github.com/orgedge/edge/edge/app"
 	"github.com/orgedge/edge/internal/testenv"
 )
 
@@ -19,7 +19,7 @@ import (
 type Edge struct {
 	URL      string // http(s)://127.0.0.1:port of the API listener
 	AdminURL string
-	App      *edge.App
+	App      *app.App
 	Config   *config.Config
 }
 
@@ -69,11 +69,11 @@ func StartEdgeWith(t testing.TB, cfg *config.Config, o EdgeOptions) *Edge {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	var opts []edge.AppOption
+	var opts []app.Option
 	if o.TracerProvider != nil {
-		opts = append(opts, edge.WithTracerProvider(o.TracerProvider))
+		opts = append(opts, app.WithTracerProvider(o.TracerProvider))
 	}
-	app, err := edge.NewApp(cfg, log, "test", opts...)
+	app, err := app.New(cfg, log, "test", opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,5 +1,5 @@
 // Command edgeprof runs the edge exactly as `edge -config FILE` does
-// (edge.NewApp, the same listeners, the same logger) and also serves
+// (app.New, the same listeners, the same logger) and also serves
 // net/http/pprof on a separate address, which the edge itself does not
 // have. It is for profiling the edge under load (docs/benchmarks.md), not
 // for production.
@@ -22,7 +22,7 @@ import (
 	"time"
 
 	"github.com/orgedge/edge/config"
-	"github.com/orgedge/edge/edge"
+	"github.com/orgedge/edge/edge/app"
 	"github.com/orgedge/edge/edge/observe"
 )
 
@@ -49,7 +49,7 @@ func main() {
 	} else {
 		lg = slog.New(slog.NewJSONHandler(logs, opts))
 	}
-	app, err := edge.NewApp(cfg, lg, "edgeprof", edge.WithLogWriter(logs))
+	app, err := app.New(cfg, lg, "edgeprof", app.WithLogWriter(logs))
 	if err != nil {
 		log.Fatalf("edgeprof: %v", err)
 	}

@@ -1,4 +1,9 @@
-package edge
+// Package app is the edge's composition root: it builds every step from
+// validated configuration, wires them into the chain (package edge), opens
+// the API and admin listeners, reloads the live policy, and shuts down.
+//
+// It is not a step: nothing in the request chain imports it.
+package app
 
 import (
 	"context"
@@ -15,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/orgedge/edge/config"
+	"github.com/orgedge/edge/edge"
 	"github.com/orgedge/edge/edge/admin"
 	"github.com/orgedge/edge/edge/authn"
 	"github.com/orgedge/edge/edge/classify"
@@ -33,38 +39,38 @@ type App struct {
 	api, admin         *http.Server
 	apiAddr, adminAddr string
 	redis              redis.UniversalClient
-	edge               *Server
+	edge               *edge.Server
 	failed             chan error
 	reloadState
 	reconciler     *limits.Reconciler
 	stopBackground context.CancelFunc
 }
 
-// AppOption changes how NewApp builds the edge.
-type AppOption func(*appOptions)
+// Option changes how New builds the edge.
+type Option func(*options)
 
-type appOptions struct {
+type options struct {
 	tracerProvider trace.TracerProvider
 	logs           *observe.LogWriter
 }
 
 // WithLogWriter exports the drops of the LogWriter the logger writes to, as
 // edge_log_lines_dropped_total.
-func WithLogWriter(w *observe.LogWriter) AppOption {
-	return func(o *appOptions) { o.logs = w }
+func WithLogWriter(w *observe.LogWriter) Option {
+	return func(o *options) { o.logs = w }
 }
 
 // WithTracerProvider makes the edge's spans with tp instead of the global
 // tracer provider (otel.GetTracerProvider), for example to keep them in
 // memory in a test.
-func WithTracerProvider(tp trace.TracerProvider) AppOption {
-	return func(o *appOptions) { o.tracerProvider = tp }
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(o *options) { o.tracerProvider = tp }
 }
 
-// NewApp builds the edge from validated configuration. It contacts
+// New builds the edge from validated configuration. It contacts
 // nothing: the issuer and Redis are reached on first use.
-func NewApp(cfg *config.Config, log *slog.Logger, version string, opts ...AppOption) (*App, error) {
-	var o appOptions
+func New(cfg *config.Config, log *slog.Logger, version string, opts ...Option) (*App, error) {
+	var o options
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -148,7 +154,7 @@ func NewApp(cfg *config.Config, log *slog.Logger, version string, opts ...AppOpt
 	if a.reconciler != nil {
 		settle = a.reconciler.Settle
 	}
-	handler, err := New(Options{
+	handler, err := edge.New(edge.Options{
 		Config: cfg, Auth: auth, Procedures: procs, Logger: log, Limits: step, Idempotency: idem,
 		Metrics:        metrics,
 		TracerProvider: o.tracerProvider,
