@@ -3,10 +3,12 @@
 // headers stay behind. gRPC calls and streams go over cleartext HTTP/2 (gRPC
 // needs trailers; a stream needs each message flushed at once); every other
 // call goes over pooled HTTP/1.1 connections (fasthttp's pool and codec,
-// h1.go), which cost the backend and the edge less, and its answer is
-// copied without a flush per write. A Pool spreads the calls over every
-// backend. The proxy is two httputil.ReverseProxy with their hooks set; the
-// edge supplies how to answer errors.
+// h1.go), which cost the backend and the edge less. A Pool spreads the
+// calls over every backend and decides which leg a call takes.
+//
+// There is one forwarding path (Proxy.ServeHTTP) and one header hygiene
+// (outgoingHeader, removeHopByHop) for every call; the edge supplies the
+// hooks: how to read or rewrite an answer, how to answer errors.
 package proxy
 
 import (
@@ -14,7 +16,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httputil"
 	"net/textproto"
 	"net/url"
 	"strconv"
@@ -53,38 +54,15 @@ const MaxStreamBuffer = 256 << 10
 
 // Proxy is the reverse proxy.
 type Proxy struct {
-	unary, stream *httputil.ReverseProxy
-	isStream      func(*http.Request) bool
-
-	// What the direct path for whole answers (serveWhole) needs.
 	upstream       url.URL
 	transport      http.RoundTripper
+	isStream       func(*http.Request) bool
 	modifyResponse func(*http.Response) error
 	errorHandler   func(http.ResponseWriter, *http.Request, error)
 }
 
 // New returns the reverse proxy.
 func New(o Options) *Proxy {
-	upstream := *o.Upstream
-	newProxy := func(flush time.Duration) *httputil.ReverseProxy {
-		return &httputil.ReverseProxy{
-			Rewrite: func(pr *httputil.ProxyRequest) {
-				pr.SetURL(&upstream)
-				// ReverseProxy has dropped the client's X-Forwarded-* already:
-				// they are hostile. Set them from what the edge saw.
-				pr.SetXForwarded()
-				for _, h := range internalHeaders {
-					pr.Out.Header.Del(h)
-				}
-				forwardTimeout(pr.In.Context(), pr.Out.Header)
-			},
-			Transport:      o.Transport,
-			FlushInterval:  flush,
-			BufferPool:     buffers,
-			ModifyResponse: o.ModifyResponse,
-			ErrorHandler:   o.ErrorHandler,
-		}
-	}
 	if o.Transport == nil {
 		o.Transport = NewPool(PoolOptions{Upstreams: []*url.URL{o.Upstream}, DialTimeout: o.DialTimeout, HTTP2: IsGRPC})
 	}
@@ -96,37 +74,19 @@ func New(o Options) *Proxy {
 	if errorHandler == nil {
 		errorHandler = func(w http.ResponseWriter, _ *http.Request, _ error) { w.WriteHeader(http.StatusBadGateway) }
 	}
-	return &Proxy{
-		unary:          newProxy(0), // the server flushes once, at the end
-		stream:         newProxy(-1),
-		isStream:       isStream,
-		upstream:       upstream,
-		transport:      o.Transport,
-		modifyResponse: o.ModifyResponse,
-		errorHandler:   errorHandler,
-	}
+	return &Proxy{upstream: *o.Upstream, transport: o.Transport, isStream: isStream,
+		modifyResponse: o.ModifyResponse, errorHandler: errorHandler}
 }
 
-// ServeHTTP forwards one call.
+// ServeHTTP forwards one call, whatever its protocol: what
+// httputil.ReverseProxy does for it, without what no call of this API
+// needs (a deep copy of the request, 1xx answers, upgrades). The outgoing
+// headers are the client's less the hop-by-hop ones, the edge's internal
+// ones and any Forwarded or X-Forwarded-*, which are set from what the edge
+// saw. An answer of unknown length (gRPC, streams) is flushed after each
+// write, so that each message reaches the client at once; its trailers
+// follow the body.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	switch {
-	case p.isStream(r):
-		p.stream.ServeHTTP(w, r)
-	case IsGRPC(r):
-		p.unary.ServeHTTP(w, r) // trailers
-	default:
-		p.serveWhole(w, r)
-	}
-}
-
-// serveWhole forwards a unary call whose answer has no trailers (Connect
-// unary, HTTP/JSON, gRPC-Web): what httputil.ReverseProxy does for it,
-// without what such a call never needs (a deep copy of the request,
-// 1xx answers, trailers, upgrades, periodic flushes), since this is the
-// edge's most frequent path. The outgoing headers are the client's less
-// the hop-by-hop ones, the edge's internal ones and any Forwarded or
-// X-Forwarded-*, which are set from what the edge saw.
-func (p *Proxy) serveWhole(w http.ResponseWriter, r *http.Request) {
 	out := new(http.Request)
 	*out = *r
 	u := *r.URL
@@ -163,15 +123,54 @@ func (p *Proxy) serveWhole(w http.ResponseWriter, r *http.Request) {
 			dst[k] = vs // the answer's header is this call's own: no copy
 		}
 	}
+	announced := len(res.Trailer)
+	if announced > 0 {
+		names := make([]string, 0, announced)
+		for k := range res.Trailer {
+			names = append(names, k)
+		}
+		dst.Add("Trailer", strings.Join(names, ", "))
+	}
 	w.WriteHeader(res.StatusCode)
+	var to io.Writer = w
+	if res.ContentLength == -1 || p.isStream(r) {
+		// Each message as it comes: a gRPC answer or a stream.
+		rc := http.NewResponseController(w)
+		_ = rc.Flush()
+		to = flushWriter{w, rc}
+	}
 	buf := buffers.Get()
-	_, err = io.CopyBuffer(w, res.Body, buf)
+	_, err = io.CopyBuffer(to, res.Body, buf)
 	buffers.Put(buf)
 	_ = res.Body.Close()
 	if err != nil {
 		// The answer is cut: the client must not take it for whole.
 		panic(http.ErrAbortHandler)
 	}
+	if len(res.Trailer) == announced {
+		for k, vs := range res.Trailer {
+			dst[k] = append(dst[k], vs...)
+		}
+		return
+	}
+	for k, vs := range res.Trailer { // some came unannounced
+		dst[http.TrailerPrefix+k] = append(dst[http.TrailerPrefix+k], vs...)
+	}
+}
+
+// flushWriter flushes each write: a message of a stream or of a gRPC
+// answer reaches the client at once.
+type flushWriter struct {
+	w  io.Writer
+	rc *http.ResponseController
+}
+
+func (f flushWriter) Write(b []byte) (int, error) {
+	n, err := f.w.Write(b)
+	if err != nil {
+		return n, err
+	}
+	return n, f.rc.Flush()
 }
 
 // hopByHop are the headers of one connection, not of the call (RFC 9110
@@ -204,6 +203,14 @@ func outgoingHeader(r *http.Request) http.Header {
 			if name = textproto.TrimString(name); name != "" {
 				delete(h, http.CanonicalHeaderKey(name))
 			}
+		}
+	}
+	// gRPC asks for trailers with "Te: trailers"; it is the one value of a
+	// hop-by-hop header that goes on (as httputil.ReverseProxy does).
+	for _, te := range r.Header["Te"] {
+		if strings.Contains(strings.ToLower(te), "trailers") {
+			h["Te"] = []string{"trailers"}
+			break
 		}
 	}
 	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
