@@ -329,17 +329,22 @@ type Limits struct {
 	// OnRedisFailure is FailOpen (default: each replica enforces its
 	// LocalShare of every limit on its own) or FailClosed (calls get
 	// unavailable). Env EDGE_ON_REDIS_FAILURE.
-	OnRedisFailure string `yaml:"on_redis_failure"`
+	OnRedisFailure FailureMode `yaml:"on_redis_failure"`
 	// LocalShare is the fraction (0 < x ≤ 1) of each limit one replica
 	// admits on its own while Redis is unreachable. Default 0.5 (two
 	// replicas).
 	LocalShare float64 `yaml:"local_share"`
 }
 
-// Values of Limits.OnRedisFailure.
+// FailureMode is what a step does while Redis does not answer: the one
+// name of that choice, for the limits, the quotas and idempotency alike.
+type FailureMode string
+
+// Values of FailureMode (limits.on_redis_failure,
+// idempotency.on_redis_failure).
 const (
-	FailOpen   = "fail_open"
-	FailClosed = "fail_closed"
+	FailOpen   FailureMode = "fail_open"
+	FailClosed FailureMode = "fail_closed"
 )
 
 // Plan is one plan's limits.
@@ -406,5 +411,5 @@ type Idempotency struct {
 	MaxResponseBytes ByteSize `yaml:"max_response_bytes"`
 	// OnRedisFailure is fail_closed (default: keyed calls get unavailable)
 	// or fail_open (forwarded without idempotency).
-	OnRedisFailure string `yaml:"on_redis_failure"`
+	OnRedisFailure FailureMode `yaml:"on_redis_failure"`
 }

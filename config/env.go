@@ -33,7 +33,7 @@ var envVars = []envVar{
 	{"EDGE_REDIS_TLS_SERVER_NAME", "redis.tls.server_name", func(c *Config, v string) { c.Redis.TLS.ServerName = v }},
 	{"EDGE_REDIS_TLS_CERT_FILE", "redis.tls.cert_file", func(c *Config, v string) { c.Redis.TLS.CertFile = v }},
 	{"EDGE_REDIS_TLS_KEY_FILE", "redis.tls.key_file", func(c *Config, v string) { c.Redis.TLS.KeyFile = v }},
-	{"EDGE_ON_REDIS_FAILURE", "limits.on_redis_failure", func(c *Config, v string) { c.Limits.OnRedisFailure = v }},
+	{"EDGE_ON_REDIS_FAILURE", "limits.on_redis_failure", func(c *Config, v string) { c.Limits.OnRedisFailure = FailureMode(v) }},
 	{"EDGE_LOG_FORMAT", "log.format", func(c *Config, v string) { c.Log.Format = v }},
 	{"EDGE_LOG_LEVEL", "log.level", func(c *Config, v string) { c.Log.Level = v }},
 }

@@ -139,7 +139,7 @@ func (l Limits) LogValue() slog.Value {
 		slog.Group("environment_size",
 			slog.Float64("vcpus", l.EnvironmentSize.VCPUs),
 			slog.Float64("memory_gb", l.EnvironmentSize.MemoryGB)),
-		slog.String("on_redis_failure", l.OnRedisFailure),
+		slog.String("on_redis_failure", string(l.OnRedisFailure)),
 		slog.Float64("local_share", l.LocalShare))
 }
 

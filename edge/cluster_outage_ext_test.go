@@ -26,10 +26,11 @@ import (
 // LIMITS_UNAVAILABLE under fail_closed; never another error. Once the
 // master is back and the cluster whole, Redis decides again.
 func TestOneClusterMasterKilledWhileCallsFlow(t *testing.T) {
+	t.Parallel()
 	cluster := testkit.StartRedisCluster(t)
 	iss := testkit.StartIssuer(t)
 	up := startOKUpstream(t)
-	edgeWith := func(policy string) *testkit.Edge {
+	edgeWith := func(policy config.FailureMode) *testkit.Edge {
 		cfg := testkit.EdgeConfig(t, up, iss.URL())
 		cfg.Redis.Addr, cfg.Redis.ClusterAddrs = "", cluster.Addrs()
 		cfg.Redis.Timeout = outageTimeout
@@ -38,7 +39,7 @@ func TestOneClusterMasterKilledWhileCallsFlow(t *testing.T) {
 		cfg.Limits.DefaultPlan = "roomy"
 		return testkit.StartEdge(t, cfg)
 	}
-	edges := map[string]*testkit.Edge{config.FailOpen: edgeWith(config.FailOpen), config.FailClosed: edgeWith(config.FailClosed)}
+	edges := map[config.FailureMode]*testkit.Edge{config.FailOpen: edgeWith(config.FailOpen), config.FailClosed: edgeWith(config.FailClosed)}
 	toks := []string{testkit.Token(t, iss.URL(), "free-cluster-a"), testkit.Token(t, iss.URL(), "free-cluster-b")}
 	sum := sha256.Sum256([]byte(subjectOf(t, toks[0])))
 	victim := cluster.MasterOf(t, "{"+hex.EncodeToString(sum[:])[:32]+"}")
@@ -47,7 +48,7 @@ func TestOneClusterMasterKilledWhileCallsFlow(t *testing.T) {
 		mu    sync.Mutex
 		codes map[string]int
 	}
-	tallies := map[string]*tally{}
+	tallies := map[config.FailureMode]*tally{}
 	var stop atomic.Bool
 	var wg sync.WaitGroup
 	for policy, e := range edges {

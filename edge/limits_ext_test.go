@@ -61,6 +61,7 @@ func jsonCall(t *testing.T, base, token, procedure, body string) (*http.Response
 const listOrgs = "/svc.v1.OrganizationService/ListOrganizations"
 
 func TestFreePlanBurstThen429WithRetryAfterInEveryProtocol(t *testing.T) {
+	t.Parallel()
 	redisTargets(t, func(t *testing.T, useRedis func(*config.Config)) {
 		s, token := startStack(t, orgsvc.Config{}, useRedis)
 		t.Run("http-json", func(t *testing.T) {
@@ -174,6 +175,7 @@ func tinyPlan(burst int) func(*config.Config) {
 }
 
 func TestTwoEdgesSharingRedisAdmitWhatOneWould(t *testing.T) {
+	t.Parallel()
 	redisTargets(t, func(t *testing.T, useRedis func(*config.Config)) {
 		iss := testkit.StartIssuer(t)
 		be := testkit.StartBackend(t, testkit.SQLite, iss.URL(), orgsvc.Config{})
@@ -227,6 +229,7 @@ func planRemaining(t *testing.T, h http.Header) int {
 }
 
 func TestOperationLimitRefusesWithoutConsumingThePlan(t *testing.T) {
+	t.Parallel()
 	redisTargets(t, func(t *testing.T, useRedis func(*config.Config)) {
 		s, token := startStack(t, orgsvc.Config{}, func(c *config.Config) { useRedis(c); tinyPlan(100)(c) })
 		tok := token("pro-searcher")
@@ -262,6 +265,7 @@ func TestOperationLimitRefusesWithoutConsumingThePlan(t *testing.T) {
 }
 
 func TestEleventhCreateEnvironmentInAMinuteIsRefused(t *testing.T) {
+	t.Parallel()
 	s, token := startStack(t, orgsvc.Config{}, nil)
 	c := testkit.NewClients(s.edge.URL, testkit.ConnectProto, token("pro-builder"))
 	ctx := ctxT(t)
@@ -283,6 +287,7 @@ func TestEleventhCreateEnvironmentInAMinuteIsRefused(t *testing.T) {
 }
 
 func TestFreeSubjectsThirdConcurrentEnvironmentIsRefusedUntilOneIsDeleted(t *testing.T) {
+	t.Parallel()
 	redisTargets(t, func(t *testing.T, useRedis func(*config.Config)) {
 		s, token := startStack(t, orgsvc.Config{}, useRedis)
 		for _, p := range []testkit.Protocol{testkit.ConnectJSON, testkit.GRPC, testkit.GRPCWeb} {
@@ -381,6 +386,7 @@ func startChildEdgeDebug(t *testing.T, cfg *config.Config) (api, admin, debug st
 }
 
 func TestTwentyStreamsPassTheTwentyFirstIsRefusedAndACrashedEdgeFreesThem(t *testing.T) {
+	t.Parallel()
 	redisTargets(t, twentyStreamsAndACrash)
 }
 
@@ -450,6 +456,7 @@ func twentyStreamsAndACrash(t *testing.T, useRedis func(*config.Config)) {
 }
 
 func TestOneRedisRoundTripPerAdmittedPlainUnaryCall(t *testing.T) {
+	t.Parallel()
 	t.Run("redis", func(t *testing.T) {
 		rs := testkit.StartRedisServer(t)
 		s, token := startStack(t, orgsvc.Config{}, func(c *config.Config) { c.Redis.Addr = rs.Addr })
@@ -498,10 +505,11 @@ func countRoundTrips(t *testing.T, s *stack, tok string) int {
 }
 
 func TestRedisOutageFailOpenKeepsALocalShareFailClosedRefusesAndExactLimitsResume(t *testing.T) {
+	t.Parallel()
 	rs := testkit.StartRedisServer(t)
 	iss := testkit.StartIssuer(t)
 	be := testkit.StartBackend(t, testkit.SQLite, iss.URL(), orgsvc.Config{})
-	edgeWith := func(policy string) *testkit.Edge {
+	edgeWith := func(policy config.FailureMode) *testkit.Edge {
 		cfg := testkit.EdgeConfig(t, be.URL, iss.URL())
 		cfg.Redis.Addr = rs.Addr
 		tinyPlan(10)(cfg)

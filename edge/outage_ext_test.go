@@ -39,6 +39,7 @@ const outageTimeout = 300 * time.Millisecond
 // No call waits on Redis for longer than the test's deadline, and once
 // Redis is back, exact limits resume.
 func TestEveryRedisUserKeepsItsPolicyPromiseWhenRedisIsDownOrStalled(t *testing.T) {
+	t.Parallel()
 	for _, fault := range []string{"refused", "stalled"} {
 		t.Run(fault, func(t *testing.T) {
 			t.Parallel()
@@ -51,7 +52,7 @@ func outageOfEveryRedisUser(t *testing.T, fault string) {
 	iss := testkit.StartIssuer(t)
 	be := testkit.StartBackend(t, testkit.SQLite, iss.URL(), orgsvc.Config{ProvisionDelay: time.Hour})
 	redis := testkit.StartFaultProxy(t, testenv.RedisAddr(t))
-	edgeWith := func(limits, idem string) *testkit.Edge {
+	edgeWith := func(limits, idem config.FailureMode) *testkit.Edge {
 		cfg := testkit.EdgeConfig(t, be.URL, iss.URL())
 		cfg.Redis.Addr = redis.Addr
 		cfg.Redis.Timeout = outageTimeout

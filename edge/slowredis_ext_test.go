@@ -46,8 +46,9 @@ func startOKUpstream(t *testing.T) string {
 //   - once the latency is gone, the breaker's probe closes it and exact
 //     limits resume.
 func TestProductionRedisDeadlineUnderInjectedLatencyAndLoad(t *testing.T) {
-	for _, policy := range []string{config.FailOpen, config.FailClosed} {
-		t.Run(policy, func(t *testing.T) {
+	t.Parallel()
+	for _, policy := range []config.FailureMode{config.FailOpen, config.FailClosed} {
+		t.Run(string(policy), func(t *testing.T) {
 			t.Parallel()
 			iss := testkit.StartIssuer(t)
 			redis := testkit.StartFaultProxy(t, testenv.RedisAddr(t))
@@ -63,7 +64,7 @@ func TestProductionRedisDeadlineUnderInjectedLatencyAndLoad(t *testing.T) {
 			cfg.Limits.Plans = map[string]config.Plan{"roomy": {RequestsPerMinute: 100_000, Burst: 100_000}}
 			cfg.Limits.DefaultPlan = "roomy"
 			e := testkit.StartEdge(t, cfg)
-			tok := testkit.Token(t, iss.URL(), "free-latency-"+policy)
+			tok := testkit.Token(t, iss.URL(), "free-latency-"+string(policy))
 			metrics := e.AdminURL + "/metrics"
 
 			const clients, calls = 16, 40

@@ -117,16 +117,12 @@ func New(cfg *config.Config, log *slog.Logger, version string, opts ...Option) (
 	}
 	a.redis.AddHook(observe.NewRedisHook(reg, cfg.Redis.KeyPrefix))
 	a.reloads = newReloadMetrics(reg)
-	policy, err := ratelimit.ParsePolicy(cfg.Limits.OnRedisFailure)
-	if err != nil {
-		return nil, err
-	}
 	// Each step's deadline for one Redis call covers the wait for a
 	// connection and the command's write and read; the client enforces
 	// the command's own bound (redis.timeout) inside it.
 	callTimeout := cfg.Redis.PoolTimeout + 2*cfg.Redis.Timeout
 	rates := ratelimit.New(a.redis, ratelimit.Options{
-		Timeout: callTimeout, Policy: policy, LocalShare: cfg.Limits.LocalShare, Logger: log, KeyPrefix: cfg.Redis.KeyPrefix,
+		Timeout: callTimeout, OnRedisFailure: cfg.Limits.OnRedisFailure, LocalShare: cfg.Limits.LocalShare, Logger: log, KeyPrefix: cfg.Redis.KeyPrefix,
 	})
 	envs := quota.NewEnvironments(a.redis, quota.WithTimeout(callTimeout), quota.WithLogger(log),
 		quota.WithKeyPrefix(cfg.Redis.KeyPrefix))
@@ -148,7 +144,7 @@ func New(cfg *config.Config, log *slog.Logger, version string, opts ...Option) (
 	idem := idempotency.New(a.redis, idempotency.Options{
 		TTL: cfg.Idempotency.TTL, Lease: cfg.Idempotency.Lease, MaxResponseBytes: int(cfg.Idempotency.MaxResponseBytes),
 		MaxRequestBytes: int64(cfg.Requests.MaxBodyBytes), Timeout: callTimeout,
-		FailOpen: cfg.Idempotency.OnRedisFailure == config.FailOpen, Logger: log, KeyPrefix: cfg.Redis.KeyPrefix,
+		OnRedisFailure: cfg.Idempotency.OnRedisFailure, Logger: log, KeyPrefix: cfg.Redis.KeyPrefix,
 	})
 	var settle admin.SettleFunc
 	if a.reconciler != nil {

@@ -154,6 +154,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/orgedge/edge/config"
 	"github.com/orgedge/edge/edge/apierror"
 	"github.com/orgedge/edge/edge/classify"
 	"github.com/orgedge/edge/edge/result"
@@ -222,9 +223,10 @@ type Options struct {
 	MaxRequestBytes int64
 	// Timeout bounds each Redis call. Default 50ms.
 	Timeout time.Duration
-	// FailOpen forwards calls without idempotency while Redis fails,
-	// instead of refusing them with unavailable.
-	FailOpen bool
+	// OnRedisFailure is config.FailOpen to forward calls without
+	// idempotency while Redis fails; anything else (the default) refuses
+	// them with unavailable.
+	OnRedisFailure config.FailureMode
 	// Logger, default slog.Default().
 	Logger *slog.Logger
 	// KeyPrefix starts every key, so that several installations (or tests)
@@ -255,7 +257,7 @@ func New(client redis.UniversalClient, opts Options) *Step {
 		lease:       or(opts.Lease, 60*time.Second),
 		maxResponse: or(opts.MaxResponseBytes, 1<<20),
 		maxRequest:  or(opts.MaxRequestBytes, 4<<20),
-		failOpen:    opts.FailOpen,
+		failOpen:    opts.OnRedisFailure == config.FailOpen,
 		log:         opts.Logger,
 		keyPrefix:   opts.KeyPrefix,
 	}

@@ -776,7 +776,7 @@ func TestRedisDownRefusesUnavailableOrForwardsWhenFailOpen(t *testing.T) {
 		t.Fatalf("refused call reached the backend %d times", got)
 	}
 
-	open := s.front(newStep(t, dead, idempotency.Options{FailOpen: true}))
+	open := s.front(newStep(t, dead, idempotency.Options{OnRedisFailure: config.FailOpen}))
 	if _, _, err := create(t, orgClient(open.URL, testkit.GRPC, nil), token, testenv.Unique("key"), testenv.Unique("org")); err != nil {
 		t.Fatalf("fail open: %v", err)
 	}

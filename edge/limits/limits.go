@@ -41,7 +41,7 @@ type Step struct {
 	// of ended environments was cut short or could not be applied.
 	Reconciler *Reconciler
 
-	onFailure string // limits.on_redis_failure
+	onFailure config.FailureMode // limits.on_redis_failure
 	now       func() time.Time
 	log       *slog.Logger
 	obs       Observer
@@ -57,7 +57,7 @@ type Options struct {
 	// OnRedisFailure is limits.on_redis_failure: config.FailOpen or
 	// config.FailClosed, for the stream lease and the quotas (Rates has
 	// its own).
-	OnRedisFailure string
+	OnRedisFailure config.FailureMode
 	Reconciler     *Reconciler
 	Log            *slog.Logger
 	// Observer counts what the step decides; nil: nothing is counted.

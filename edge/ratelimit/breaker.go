@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/orgedge/edge/config"
 )
 
 // BreakerState is the state of the circuit breaker in front of Redis.
@@ -162,7 +164,7 @@ func callAsync[T any](l *Limiter, ctx context.Context, start func(ctx context.Co
 	if l.breaker.fail(now) {
 		l.stats.breakerOpens.Add(1)
 		l.opts.Logger.Warn("ratelimit: redis unavailable; circuit breaker open",
-			"err", r.err, "policy", l.opts.Policy.String(), "cooldown", l.opts.Cooldown)
+			"err", r.err, "on_redis_failure", l.failureMode(), "cooldown", l.opts.Cooldown)
 		l.logMu.Lock()
 		l.lastLog, l.suppressed = now, 0
 		l.logMu.Unlock()
@@ -183,7 +185,7 @@ func (l *Limiter) logTrouble(now time.Time, err error) {
 	l.lastLog, l.suppressed = now, 0
 	l.logMu.Unlock()
 	l.opts.Logger.Warn("ratelimit: deciding without redis",
-		"err", err, "policy", l.opts.Policy.String(), "requests", n, "breaker", l.breaker.State().String())
+		"err", err, "on_redis_failure", l.failureMode(), "requests", n, "breaker", l.breaker.State().String())
 }
 
 // Stats are counts since New and the breaker's state, for metrics.
@@ -209,7 +211,7 @@ func (l *Limiter) Stats() Stats {
 	s := l.breaker.State()
 	return Stats{
 		Breaker:         s,
-		FailOpen:        s != BreakerClosed && l.opts.Policy == FailOpen,
+		FailOpen:        s != BreakerClosed && l.opts.OnRedisFailure != config.FailClosed,
 		RedisCalls:      l.stats.redisCalls.Load(),
 		RedisErrors:     l.stats.redisErrors.Load(),
 		BreakerOpens:    l.stats.breakerOpens.Load(),
@@ -220,4 +222,12 @@ func (l *Limiter) Stats() Stats {
 		RefusedFailOpen: l.stats.refusedFailOpen.Load(),
 		Unavailable:     l.stats.unavailable.Load(),
 	}
+}
+
+// failureMode names the mode in force (fail_open unless fail_closed).
+func (l *Limiter) failureMode() config.FailureMode {
+	if l.opts.OnRedisFailure == config.FailClosed {
+		return config.FailClosed
+	}
+	return config.FailOpen
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/orgedge/edge/config"
 	"github.com/orgedge/edge/edge/ratelimit"
 )
 
@@ -26,9 +27,9 @@ func ExampleLimiter_Allow() {
 	})
 	defer rdb.Close()
 	limiter := ratelimit.New(rdb, ratelimit.Options{
-		Timeout: time.Second, // production: 50ms (config redis.timeout)
-		Policy:  ratelimit.FailOpen,
-		Logger:  slog.Default(),
+		Timeout:        time.Second, // production: 50ms (config redis.timeout)
+		OnRedisFailure: config.FailOpen,
+		Logger:         slog.Default(),
 	})
 	d, err := limiter.Allow(context.Background(), ratelimit.Request{
 		Subject: "key:3f9c",

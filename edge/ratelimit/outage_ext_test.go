@@ -12,6 +12,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/orgedge/edge/config"
 	"github.com/orgedge/edge/edge/ratelimit"
 	"github.com/orgedge/edge/internal/testenv"
 )
@@ -98,7 +99,7 @@ func TestFailOpenAdmitsThisReplicasShareOfEachLimit(t *testing.T) {
 
 func TestFailClosedReturnsUnavailableWithoutWaitingOnRedis(t *testing.T) {
 	rdb, sent := countedClient(t, closedAddr(t))
-	l := ratelimit.New(rdb, ratelimit.Options{Policy: ratelimit.FailClosed, FailureThreshold: 2, Logger: (&logBuffer{}).Logger()})
+	l := ratelimit.New(rdb, ratelimit.Options{OnRedisFailure: config.FailClosed, FailureThreshold: 2, Logger: (&logBuffer{}).Logger()})
 	req := ratelimit.Request{Subject: testenv.Unique("closed"), Limits: []ratelimit.Limit{freePlan}, Daily: freeDaily}
 	for i := range 10 {
 		if d, err := l.Allow(context.Background(), req); !errors.Is(err, ratelimit.ErrUnavailable) {

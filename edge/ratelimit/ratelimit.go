@@ -31,6 +31,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/orgedge/edge/config"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -120,35 +121,6 @@ type State struct {
 	ResetAfter time.Duration
 }
 
-// Policy is what Allow does when Redis does not answer.
-type Policy int
-
-const (
-	// FailOpen decides locally: each replica admits up to Options.LocalShare
-	// of every limit.
-	FailOpen Policy = iota
-	// FailClosed refuses with ErrUnavailable.
-	FailClosed
-)
-
-// ParsePolicy reads "fail_open" or "fail_closed", as in config.
-func ParsePolicy(s string) (Policy, error) {
-	switch s {
-	case "fail_open":
-		return FailOpen, nil
-	case "fail_closed":
-		return FailClosed, nil
-	}
-	return 0, fmt.Errorf("ratelimit: unknown policy %q (want fail_open or fail_closed)", s)
-}
-
-func (p Policy) String() string {
-	if p == FailClosed {
-		return "fail_closed"
-	}
-	return "fail_open"
-}
-
 // Options tune a Limiter. The zero value is usable.
 type Options struct {
 	// Timeout bounds every Redis call (default 50ms). Allow returns by then
@@ -156,7 +128,7 @@ type Options struct {
 	// ContextTimeoutEnabled so that it also frees the connection.
 	Timeout time.Duration
 	// Policy applies while Redis does not answer (default FailOpen).
-	Policy Policy
+	OnRedisFailure config.FailureMode
 	// LocalShare is the part of each limit's rate, burst and daily cap that
 	// one replica admits by itself under FailOpen (default 0.5).
 	LocalShare float64
@@ -278,7 +250,7 @@ func (l *Limiter) Allow(ctx context.Context, req Request) (Decision, error) {
 		return Decision{}, fmt.Errorf("ratelimit: %w", ctx.Err())
 	}
 	l.logTrouble(now, err)
-	if l.opts.Policy == FailClosed {
+	if l.opts.OnRedisFailure == config.FailClosed {
 		l.stats.unavailable.Add(1)
 		return Decision{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
