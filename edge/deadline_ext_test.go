@@ -98,6 +98,7 @@ func (u *stuckUpstream) lastTimeout(t *testing.T) time.Duration {
 // environment reservation back: five timed-out CreateEnvironment calls of a
 // free subject (2 concurrent environments) never find a slot taken.
 func TestBackendPastTheClientsDeadlineGetsDeadlineExceededFromTheEdge(t *testing.T) {
+	t.Parallel()
 	iss := testkit.StartIssuer(t)
 	up := startStuckUpstream(t)
 	e := testkit.StartEdge(t, testkit.EdgeConfig(t, up.URL, iss.URL()))
@@ -174,6 +175,7 @@ func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // added to every Redis round trip, the limit step alone spends 100 ms of a
 // call's second; the backend gets what is left, at most 900 ms.
 func TestTimeForwardedToTheBackendDeductsTheTimeSpentInTheEdge(t *testing.T) {
+	t.Parallel()
 	iss := testkit.StartIssuer(t)
 	up := startStuckUpstream(t)
 	slow := testkit.StartFaultProxy(t, testenv.RedisAddr(t))

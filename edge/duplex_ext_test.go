@@ -33,6 +33,7 @@ func readEnvelope(r io.Reader) (flags byte, payload []byte, err error) {
 // on goroutine order and is not forced here; the slow-reader test's idle
 // stream met it under load.)
 func TestHTTP1StreamAnsweredBeforeItsBodyIsReadStaysWhole(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -92,6 +92,7 @@ func errorInfo(t *testing.T, ce *connect.Error) *errdetails.ErrorInfo {
 }
 
 func TestEveryProtocolCallsTheBackendThroughTheEdge(t *testing.T) {
+	t.Parallel()
 	s, token := startStack(t, orgsvc.Config{}, nil)
 	for _, p := range testkit.Protocols {
 		t.Run(string(p), func(t *testing.T) {
@@ -120,6 +121,7 @@ func TestEveryProtocolCallsTheBackendThroughTheEdge(t *testing.T) {
 }
 
 func TestJSONCallersGetErrorsInTheSpecShape(t *testing.T) {
+	t.Parallel()
 	s, token := startStack(t, orgsvc.Config{}, nil)
 	body := `{"organizationId":"org_missing"}`
 	r, _ := http.NewRequest("POST", s.edge.URL+"/svc.v1.OrganizationService/GetOrganization", strings.NewReader(body))
@@ -154,6 +156,7 @@ func TestJSONCallersGetErrorsInTheSpecShape(t *testing.T) {
 }
 
 func TestConnectProtoErrorsPassThroughByteForByte(t *testing.T) {
+	t.Parallel()
 	s, token := startStack(t, orgsvc.Config{}, nil)
 	tok := token("alice")
 	call := func(base string) (int, []byte) {
@@ -176,6 +179,7 @@ func TestConnectProtoErrorsPassThroughByteForByte(t *testing.T) {
 }
 
 func TestWatchStreamsThroughTheEdgeMessageByMessage(t *testing.T) {
+	t.Parallel()
 	// Provisioning lasts an hour: the stream cannot end by itself, so the
 	// first message can only arrive if the edge forwards it at once.
 	s, token := startStack(t, orgsvc.Config{ProvisionDelay: time.Hour, WatchPoll: 50 * time.Millisecond}, nil)
@@ -221,6 +225,7 @@ func TestWatchStreamsThroughTheEdgeMessageByMessage(t *testing.T) {
 }
 
 func TestGRPCGoClientThroughTheEdge(t *testing.T) {
+	t.Parallel()
 	s, token := startStack(t, orgsvc.Config{ProvisionDelay: time.Hour}, nil)
 	conn, err := grpc.NewClient(strings.TrimPrefix(s.edge.URL, "http://"), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -275,6 +280,7 @@ func TestGRPCGoClientThroughTheEdge(t *testing.T) {
 }
 
 func TestAuthenticationFailuresInEveryProtocol(t *testing.T) {
+	t.Parallel()
 	s, _ := startStack(t, orgsvc.Config{}, nil)
 	other := testkit.StartIssuer(t)
 	claims, err := other.Issuer().ClaimsFor("alice")
@@ -303,6 +309,7 @@ func TestAuthenticationFailuresInEveryProtocol(t *testing.T) {
 }
 
 func TestExpiredTokenRefusedAndRotatedKeyAcceptedWithoutRestart(t *testing.T) {
+	t.Parallel()
 	iss := testkit.StartIssuer(t)
 	be := testkit.StartBackend(t, testkit.SQLite, iss.URL(), orgsvc.Config{})
 	e := testkit.StartEdge(t, testkit.EdgeConfig(t, be.URL, iss.URL()))
@@ -328,6 +335,7 @@ func TestExpiredTokenRefusedAndRotatedKeyAcceptedWithoutRestart(t *testing.T) {
 }
 
 func TestServiceAccountWithoutTheRoleIsDenied(t *testing.T) {
+	t.Parallel()
 	s, token := startStack(t, orgsvc.Config{}, nil)
 	for _, p := range testkit.Protocols {
 		t.Run(string(p), func(t *testing.T) {
@@ -346,6 +354,7 @@ func TestServiceAccountWithoutTheRoleIsDenied(t *testing.T) {
 }
 
 func TestUnknownProcedureIsUnimplementedAndBadContentTypeIs415(t *testing.T) {
+	t.Parallel()
 	s, token := startStack(t, orgsvc.Config{}, nil)
 	tok := token("alice")
 	for _, p := range []testkit.Protocol{testkit.ConnectJSON, testkit.ConnectProto, testkit.GRPC, testkit.GRPCWeb} {
@@ -379,6 +388,7 @@ func TestUnknownProcedureIsUnimplementedAndBadContentTypeIs415(t *testing.T) {
 }
 
 func TestOversizedRequestIsResourceExhausted(t *testing.T) {
+	t.Parallel()
 	s, token := startStack(t, orgsvc.Config{}, func(c *config.Config) { c.Requests.MaxBodyBytes = 4 << 10 })
 	big := strings.Repeat("x", 8<<10)
 	for _, p := range testkit.Protocols {
@@ -391,6 +401,7 @@ func TestOversizedRequestIsResourceExhausted(t *testing.T) {
 }
 
 func TestBackendDownIsUnavailable(t *testing.T) {
+	t.Parallel()
 	iss := testkit.StartIssuer(t)
 	// A port nobody listens on.
 	e := testkit.StartEdge(t, testkit.EdgeConfig(t, "http://127.0.0.1:1", iss.URL()))
@@ -404,6 +415,7 @@ func TestBackendDownIsUnavailable(t *testing.T) {
 }
 
 func TestAdminListenerReportsHealthReadinessAndMetrics(t *testing.T) {
+	t.Parallel()
 	s, token := startStack(t, orgsvc.Config{}, nil)
 	c := testkit.NewClients(s.edge.URL, testkit.GRPC, token("alice"))
 	if _, err := c.Org.ListOrganizations(ctxT(t), req(&svcv1.ListOrganizationsRequest{})); err != nil {

@@ -41,6 +41,7 @@ func expiryOf(t *testing.T, token string) time.Time {
 // token's expiry plus the edge's clock skew has passed, and not before; a
 // fresh token opens a new stream.
 func TestOpenWatchStreamEndsUnauthenticatedWhenItsTokenExpires(t *testing.T) {
+	t.Parallel()
 	cfg := devissuer.DefaultConfig()
 	cfg.TokenTTL = 2 * time.Second
 	iss, err := devissuer.Start("127.0.0.1:0", cfg)

@@ -95,6 +95,7 @@ func listOrgsWith(t *testing.T, edgeURL string, p testkit.Protocol, tok string) 
 // under unknown key ids, and under none) through the real edge cost the
 // identity provider at most one JWKS fetch beyond the first.
 func TestThousandForgedTokensFetchTheIssuersKeysAtMostOnceMore(t *testing.T) {
+	t.Parallel()
 	iss := startCountingIssuer(t)
 	e := startForgeryStack(t, iss, func(c *config.Config) {
 		c.OIDC.KeyRefetchInterval = time.Minute
@@ -150,6 +151,7 @@ func TestThousandForgedTokensFetchTheIssuersKeysAtMostOnceMore(t *testing.T) {
 
 // A refused token sent again is refused without another verification.
 func TestRefusedTokenIsRefusedAgainWithoutVerifying(t *testing.T) {
+	t.Parallel()
 	iss := startCountingIssuer(t)
 	e := startForgeryStack(t, iss, func(c *config.Config) { c.OIDC.FailureLimit.PerMinute = 0 })
 	forged := forge(t, iss.Issuer, "alice", iss.KeyID())
@@ -167,6 +169,7 @@ func TestRefusedTokenIsRefusedAgainWithoutVerifying(t *testing.T) {
 // Retry-After, in its own protocol, before any verification; tokens verified
 // before keep working from the same address.
 func TestClientAddressThatKeepsFailingIsRefusedBeforeVerification(t *testing.T) {
+	t.Parallel()
 	iss := startCountingIssuer(t)
 	e := startForgeryStack(t, iss, func(c *config.Config) {
 		c.OIDC.FailureLimit = config.FailureLimit{PerMinute: 1, Burst: 5}
@@ -210,6 +213,7 @@ func TestClientAddressThatKeepsFailingIsRefusedBeforeVerification(t *testing.T) 
 // The client address comes from a header only when a trusted proxy sent it;
 // then each client behind the proxy has its own bound.
 func TestClientAddressHeaderIsBelievedOnlyFromTrustedProxies(t *testing.T) {
+	t.Parallel()
 	iss := startCountingIssuer(t)
 	call := func(t *testing.T, e *testkit.Edge, forwardedFor string) error {
 		c := &testkit.JSONClient{HTTP: testkit.HTTP1Client, BaseURL: e.URL, Header: http.Header{

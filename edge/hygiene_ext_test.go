@@ -69,6 +69,7 @@ func (u *recordingUpstream) last(t *testing.T) http.Header {
 }
 
 func TestHostileAndHopByHopHeadersDoNotReachTheBackend(t *testing.T) {
+	t.Parallel()
 	iss := testkit.StartIssuer(t)
 	up := startRecordingUpstream(t)
 	e := testkit.StartEdge(t, testkit.EdgeConfig(t, up.URL, iss.URL()))
@@ -120,6 +121,7 @@ func TestHostileAndHopByHopHeadersDoNotReachTheBackend(t *testing.T) {
 }
 
 func TestClientDeadlinesAreHonoredAndCapped(t *testing.T) {
+	t.Parallel()
 	iss := testkit.StartIssuer(t)
 	up := startRecordingUpstream(t)
 	cfg := testkit.EdgeConfig(t, up.URL, iss.URL())
@@ -209,6 +211,7 @@ func selfSigned(t *testing.T) (certFile, keyFile string, pool *x509.CertPool) {
 }
 
 func TestTLSListenerServesHTTP2ByALPNAndHTTP1(t *testing.T) {
+	t.Parallel()
 	certFile, keyFile, pool := selfSigned(t)
 	s, token := startStack(t, orgsvc.Config{}, func(c *config.Config) {
 		c.Listen.TLS = config.TLS{CertFile: certFile, KeyFile: keyFile}
@@ -235,6 +238,7 @@ func TestTLSListenerServesHTTP2ByALPNAndHTTP1(t *testing.T) {
 }
 
 func TestShutdownDrainsOpenStreams(t *testing.T) {
+	t.Parallel()
 	s, token := startStack(t, orgsvc.Config{ProvisionDelay: time.Hour, WatchPoll: 50 * time.Millisecond}, nil)
 	ctx := ctxT(t)
 	c := testkit.NewClients(s.edge.URL, testkit.GRPC, token("carol"))

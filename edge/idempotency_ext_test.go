@@ -13,6 +13,7 @@ import (
 )
 
 func TestFiftyConcurrentCreatesWithOneKeyRunOnceThroughTheEdge(t *testing.T) {
+	t.Parallel()
 	s, token := startStack(t, orgsvc.Config{}, nil)
 	tok := token("pro-idempotent")
 	create := func(name string) (*connect.Response[svcv1.Organization], error) {
@@ -69,6 +70,7 @@ func TestFiftyConcurrentCreatesWithOneKeyRunOnceThroughTheEdge(t *testing.T) {
 }
 
 func TestDeterministicErrorsAreReplayedInGRPCWithTheirDetails(t *testing.T) {
+	t.Parallel()
 	s, token := startStack(t, orgsvc.Config{}, nil)
 	c := testkit.NewClients(s.edge.URL, testkit.GRPC, token("enterprise-grpc-idem"))
 	if _, err := c.Org.CreateOrganization(ctxT(t), req(&svcv1.CreateOrganizationRequest{Name: "taken", BillingEmail: "a@b.example"})); err != nil {

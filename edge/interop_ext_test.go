@@ -193,6 +193,7 @@ var (
 )
 
 func TestTokensFromAnotherOpenIDProviderAreAcceptedAndRolesMapped(t *testing.T) {
+	t.Parallel()
 	issuer := startZitadel(t, zitadelViewer, zitadelAdmin)
 	edgeURL := startBehindZitadel(t, issuer, []string{zitadelRoleClaim}, []string{zitadelRoleClaim})
 	ctx := ctxT(t)
@@ -222,6 +223,7 @@ func TestTokensFromAnotherOpenIDProviderAreAcceptedAndRolesMapped(t *testing.T) 
 }
 
 func TestAnotherProvidersRolesAreIgnoredUnderKeycloakRoleClaims(t *testing.T) {
+	t.Parallel()
 	issuer := startZitadel(t, zitadelViewer)
 	cases := []struct {
 		name         string

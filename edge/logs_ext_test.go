@@ -21,6 +21,7 @@ import (
 // refusal of a forged token) with the edge and the backend logging at debug
 // level, and looks for the tokens in every line.
 func TestNoLogLineNamesTheBearerToken(t *testing.T) {
+	t.Parallel()
 	s, token := startTracedStack(t, orgsvc.Config{ProvisionDelay: time.Hour}, func(c *config.Config) {
 		c.Log.Level = "debug"
 	})

@@ -44,6 +44,7 @@ func (b *lockedBuffer) lines() []string {
 // Every line written before Close is out, whole and in each writer's
 // order, after Close.
 func TestLogWriterLosesNoLineOnClose(t *testing.T) {
+	t.Parallel()
 	out := &lockedBuffer{}
 	w := observe.NewLogWriter(out, 0)
 	log := slog.New(slog.NewTextHandler(w, nil))
@@ -85,6 +86,7 @@ func TestLogWriterLosesNoLineOnClose(t *testing.T) {
 // its bound: lines are dropped and counted, and the rest come out once the
 // output moves again.
 func TestLogWriterDropsAndCountsWhenTheOutputStalls(t *testing.T) {
+	t.Parallel()
 	out := &lockedBuffer{gate: make(chan struct{})}
 	w := observe.NewLogWriter(out, 4096)
 	line := strings.Repeat("x", 99) + "\n"
@@ -114,6 +116,7 @@ func TestLogWriterDropsAndCountsWhenTheOutputStalls(t *testing.T) {
 
 // log.sample_ok 0 logs no successful call, and every other outcome still.
 func TestAccessLogSamplesOnlySuccessfulCalls(t *testing.T) {
+	t.Parallel()
 	s, token := startTracedStack(t, orgsvc.Config{}, func(c *config.Config) { c.Log.SampleOK = 0 })
 	ctx := ctxT(t)
 	c := testkit.NewClients(s.edge.URL, testkit.ConnectJSON, token("pro-sampled")).Org

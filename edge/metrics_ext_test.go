@@ -50,6 +50,7 @@ func eventually(t *testing.T, url, what string, ok func(testkit.Samples) bool) t
 }
 
 func TestEveryMetricIsExportedByTheEdgeAndTheBackendAfterTraffic(t *testing.T) {
+	t.Parallel()
 	s, token := startStack(t, orgsvc.Config{ProvisionDelay: time.Hour}, nil)
 	c := testkit.NewClients(s.edge.URL, testkit.GRPC, token("pro-exported"))
 	id := environmentToWatch(t, c)
@@ -101,6 +102,7 @@ func TestEveryMetricIsExportedByTheEdgeAndTheBackendAfterTraffic(t *testing.T) {
 }
 
 func TestAnOpenWatchCountsAsOneOpenStreamOneLeaseAndOneCallInFlight(t *testing.T) {
+	t.Parallel()
 	s, token := startStack(t, orgsvc.Config{ProvisionDelay: time.Hour}, nil)
 	c := testkit.NewClients(s.edge.URL, testkit.GRPC, token("pro-streams"))
 	id := environmentToWatch(t, c)
@@ -132,6 +134,7 @@ func TestAnOpenWatchCountsAsOneOpenStreamOneLeaseAndOneCallInFlight(t *testing.T
 }
 
 func TestQuotaReservationsAreReservedConfirmedRolledBackAndReleased(t *testing.T) {
+	t.Parallel()
 	s, token := startStack(t, orgsvc.Config{}, nil)
 	ctx := ctxT(t)
 	c := testkit.NewClients(s.edge.URL, testkit.ConnectProto, token("pro-quota"))
@@ -178,6 +181,7 @@ func labelValues(m testkit.Samples, name, label string) []string {
 }
 
 func TestTheUpstreamHistogramCountsExactlyTheCallsForwarded(t *testing.T) {
+	t.Parallel()
 	s, token := startStack(t, orgsvc.Config{}, nil)
 	ctx := ctxT(t)
 	tok := token("pro-upstream")
@@ -216,6 +220,7 @@ func TestTheUpstreamHistogramCountsExactlyTheCallsForwarded(t *testing.T) {
 }
 
 func TestRedisRoundTripsAreTimedByOp(t *testing.T) {
+	t.Parallel()
 	s, token := startStack(t, orgsvc.Config{}, nil)
 	c := testkit.NewClients(s.edge.URL, testkit.ConnectProto, token("pro-redis"))
 	r := req(&svcv1.CreateOrganizationRequest{Name: "redis-op", BillingEmail: "a@b.example"})
@@ -248,6 +253,7 @@ func TestRedisRoundTripsAreTimedByOp(t *testing.T) {
 }
 
 func TestTheBackendCountsCallsByCodeAndTimesStorageByOperation(t *testing.T) {
+	t.Parallel()
 	s, token := startStack(t, orgsvc.Config{}, nil)
 	ctx := ctxT(t)
 	c := testkit.NewClients(s.edge.URL, testkit.ConnectJSON, token("pro-backend"))

@@ -33,6 +33,7 @@ func adminCall(t *testing.T, method, base, path, token string) (int, []byte) {
 }
 
 func TestSupportEngineerInspectsAndUnblocksOneCustomerWithAnAuditTrail(t *testing.T) {
+	t.Parallel()
 	s := startFromFile(t, func(c *config.Config) {
 		c.Admin.Addr = "0.0.0.0:0" // not loopback: tokens required
 		c.Limits.Plans = map[string]config.Plan{"free": {RequestsPerMinute: 1, Burst: 2, RequestsPerDay: 100}}
@@ -128,6 +129,7 @@ func TestSupportEngineerInspectsAndUnblocksOneCustomerWithAnAuditTrail(t *testin
 }
 
 func TestOperatorAPIOnLoopbackNeedsNoToken(t *testing.T) {
+	t.Parallel()
 	s := startFromFile(t, nil)
 	code, body := adminCall(t, "GET", s.edge.AdminURL, "/admin/v1/subjects/someone", "")
 	if code != http.StatusOK || !strings.Contains(string(body), `"plan": "free"`) {

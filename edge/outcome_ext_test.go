@@ -38,6 +38,7 @@ func postJSON(t *testing.T, base, token, procedure, body string, header map[stri
 }
 
 func TestDurationByOutcomeAndEdgeOverheadOnForwardedCallsOnly(t *testing.T) {
+	t.Parallel()
 	s, token := startStack(t, orgsvc.Config{}, nil)
 	tok := token("free-outcome-fay")
 	if code, body := postJSON(t, s.edge.URL, tok, listOrgs, "{}", nil); code != http.StatusOK {
@@ -67,6 +68,7 @@ func TestDurationByOutcomeAndEdgeOverheadOnForwardedCallsOnly(t *testing.T) {
 }
 
 func TestReplayedErrorIsCountedWithItsOwnCode(t *testing.T) {
+	t.Parallel()
 	s, token := startStack(t, orgsvc.Config{}, nil)
 	tok := token("free-replay-gus")
 	code, org := postJSON(t, s.edge.URL, tok, "/svc.v1.OrganizationService/CreateOrganization",
@@ -104,6 +106,7 @@ func TestReplayedErrorIsCountedWithItsOwnCode(t *testing.T) {
 }
 
 func TestAbandonedCallIsCanceledAndUnavailableNamesTheDependency(t *testing.T) {
+	t.Parallel()
 	iss := testkit.StartIssuer(t)
 	arrived := make(chan struct{}, 1)
 	release := make(chan struct{}) // ends the handlers at cleanup, whatever the edge did

@@ -62,6 +62,7 @@ func (u *countingUpstream) received() (most int64, whole int) {
 // requests.max_body_bytes, and the backend never gets more than the bound,
 // nor a whole request.
 func TestOversizedBodiesWithoutContentLengthAreRefusedAndNotForwarded(t *testing.T) {
+	t.Parallel()
 	const bound = 4 << 10
 	iss := testkit.StartIssuer(t)
 	up := startCountingUpstream(t)
@@ -116,6 +117,7 @@ func TestOversizedBodiesWithoutContentLengthAreRefusedAndNotForwarded(t *testing
 // request (400, connection closed). The backend never sees more than was
 // declared.
 func TestALyingContentLengthForwardsNoMoreThanDeclared(t *testing.T) {
+	t.Parallel()
 	iss := testkit.StartIssuer(t)
 	up := startCountingUpstream(t)
 	cfg := testkit.EdgeConfig(t, up.URL, iss.URL())

@@ -69,6 +69,7 @@ func running(t *testing.T, c testkit.Clients) int {
 }
 
 func TestGzipCompressedCreatesAndDeletesKeepTheEnvironmentQuota(t *testing.T) {
+	t.Parallel()
 	s, token := startStack(t, orgsvc.Config{}, nil)
 	for _, p := range []testkit.Protocol{testkit.GRPC, testkit.GRPCWeb, testkit.ConnectProto, testkit.ConnectJSON} {
 		t.Run(string(p), func(t *testing.T) {
@@ -128,6 +129,7 @@ func startOddUpstream(t *testing.T) string {
 }
 
 func TestASuccessfulAnswerTheEdgeCannotReadKeepsItsReservationAndIsCounted(t *testing.T) {
+	t.Parallel()
 	iss := testkit.StartIssuer(t)
 	cfg := testkit.EdgeConfig(t, startOddUpstream(t), iss.URL())
 	e := testkit.StartEdge(t, cfg)
@@ -151,6 +153,7 @@ func TestASuccessfulAnswerTheEdgeCannotReadKeepsItsReservationAndIsCounted(t *te
 }
 
 func TestForcedDeletesGiveTheirEnvironmentsSlotsBackAtOnce(t *testing.T) {
+	t.Parallel()
 	s, token := startStack(t, orgsvc.Config{}, nil)
 	for _, p := range testkit.Protocols {
 		t.Run(string(p), func(t *testing.T) {
@@ -196,6 +199,7 @@ func TestForcedDeletesGiveTheirEnvironmentsSlotsBackAtOnce(t *testing.T) {
 }
 
 func TestAnEnvironmentDeletedAroundTheEdgeGivesItsSlotBackWithinTheReconcileInterval(t *testing.T) {
+	t.Parallel()
 	redisTargets(t, func(t *testing.T, useRedis func(*config.Config)) {
 		iss := testkit.StartIssuer(t)
 		be := testkit.StartBackend(t, testkit.SQLite, iss.URL(), orgsvc.Config{})
@@ -239,6 +243,7 @@ func TestAnEnvironmentDeletedAroundTheEdgeGivesItsSlotBackWithinTheReconcileInte
 }
 
 func TestRefusedCallsConsumeNoRateAndNoDailyCount(t *testing.T) {
+	t.Parallel()
 	s, token := startStack(t, orgsvc.Config{}, nil)
 	c := testkit.NewClients(s.edge.URL, testkit.ConnectJSON, token("free-refused"))
 	ctx := ctxT(t)
@@ -273,6 +278,7 @@ func TestRefusedCallsConsumeNoRateAndNoDailyCount(t *testing.T) {
 }
 
 func TestARateRefusalGivesTheReservationBack(t *testing.T) {
+	t.Parallel()
 	s, token := startStack(t, orgsvc.Config{}, func(c *config.Config) {
 		for i, op := range c.Operations {
 			if strings.HasSuffix(op.Procedure, "/CreateEnvironment") {
@@ -301,6 +307,7 @@ func TestARateRefusalGivesTheReservationBack(t *testing.T) {
 }
 
 func TestARetriedCreateGetsItsReplayNotAQuotaOrRateRefusal(t *testing.T) {
+	t.Parallel()
 	s, token := startStack(t, orgsvc.Config{}, func(c *config.Config) {
 		for i, op := range c.Operations {
 			if strings.HasSuffix(op.Procedure, "/CreateEnvironment") {
@@ -348,6 +355,7 @@ func TestARetriedCreateGetsItsReplayNotAQuotaOrRateRefusal(t *testing.T) {
 // TestEveryQuotaKeyInRedisExpires checks that no key the limits leave in
 // Redis lives forever.
 func TestEveryQuotaKeyInRedisExpires(t *testing.T) {
+	t.Parallel()
 	rs := testkit.StartRedisServer(t)
 	iss := testkit.StartIssuer(t)
 	be := testkit.StartBackend(t, testkit.SQLite, iss.URL(), orgsvc.Config{})
@@ -404,6 +412,7 @@ func redisClient(t *testing.T, addr string) *redis.Client {
 }
 
 func TestAStreamRefusedByTheStreamCapConsumesNoRate(t *testing.T) {
+	t.Parallel()
 	s, token := startStack(t, orgsvc.Config{ProvisionDelay: time.Hour}, func(c *config.Config) {
 		for i, op := range c.Operations {
 			if op.ConcurrentStreams > 0 {
@@ -457,6 +466,7 @@ func TestAStreamRefusedByTheStreamCapConsumesNoRate(t *testing.T) {
 }
 
 func TestSettleQuotaReleasesAnEnvironmentDeletedAroundTheEdgeAtOnce(t *testing.T) {
+	t.Parallel()
 	iss := testkit.StartIssuer(t)
 	be := testkit.StartBackend(t, testkit.SQLite, iss.URL(), orgsvc.Config{})
 	cfg := testkit.EdgeConfig(t, be.URL, iss.URL())

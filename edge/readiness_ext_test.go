@@ -77,6 +77,7 @@ func (l *callLoad) counts() map[int]int {
 }
 
 func TestReadinessDoesNotFollowRedisUnderFailOpen(t *testing.T) {
+	t.Parallel()
 	rs := testkit.StartRedisServer(t)
 	s, token := startStack(t, orgsvc.Config{}, func(c *config.Config) {
 		c.Redis.Addr = rs.Addr
@@ -115,6 +116,7 @@ func TestReadinessDoesNotFollowRedisUnderFailOpen(t *testing.T) {
 }
 
 func TestReadinessFollowsRedisUnderFailClosed(t *testing.T) {
+	t.Parallel()
 	rs := testkit.StartRedisServer(t)
 	s, _ := startStack(t, orgsvc.Config{}, func(c *config.Config) {
 		c.Redis.Addr = rs.Addr

@@ -123,6 +123,7 @@ func requestsToday(t *testing.T, edgeURL, token string) int {
 // while the master changed are answered (fail_open), and only those may be
 // missing from the count; every call after is counted again.
 func TestSentinelFailoverUnderLoadKeepsEveryCountRedisAcknowledgedBeforeIt(t *testing.T) {
+	t.Parallel()
 	set := startSentinelSet(t)
 	iss := testkit.StartIssuer(t)
 	be := testkit.StartBackend(t, testkit.SQLite, iss.URL(), orgsvc.Config{})

@@ -146,6 +146,7 @@ func startTLSRedis(t *testing.T, p *testPKI) *testenv.RedisProcess {
 }
 
 func TestEdgeUsesRedisOverTLSAsAnACLUser(t *testing.T) {
+	t.Parallel()
 	p := newTestPKI(t)
 	rs := startTLSRedis(t, p)
 	iss := testkit.StartIssuer(t)

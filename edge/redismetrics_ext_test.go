@@ -20,6 +20,7 @@ import (
 // state, its openings, and the calls admitted and refused on the local
 // share.
 func TestRedisTroubleIsVisibleInTheMetrics(t *testing.T) {
+	t.Parallel()
 	rs := testkit.StartRedisServer(t)
 	s, token := startStack(t, orgsvc.Config{}, func(c *config.Config) {
 		c.Redis.Addr = rs.Addr

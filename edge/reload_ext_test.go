@@ -105,6 +105,7 @@ func tightFreePlan(c *config.Config) {
 }
 
 func TestSighupReloadAppliesANewPlanOnTheSameConnectionAndKeepsItWhenTheFileIsInvalid(t *testing.T) {
+	t.Parallel()
 	s := startFromFile(t, tightFreePlan)
 	hup := make(chan os.Signal, 1)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -163,6 +164,7 @@ func TestSighupReloadAppliesANewPlanOnTheSameConnectionAndKeepsItWhenTheFileIsIn
 }
 
 func TestChangedFileMovesASubjectToAnotherPlanAndWarnsAboutSettingsThatNeedARestart(t *testing.T) {
+	t.Parallel()
 	s := startFromFile(t, func(c *config.Config) {
 		tightFreePlan(c)
 		// The plan claim comes before subject_plans: read one tokens lack.

@@ -21,6 +21,7 @@ import (
 // with an error after a message are each counted in edge_requests_total
 // under the code the client's own library reports.
 func TestEveryCallIsCountedWithTheCodeItsClientSaw(t *testing.T) {
+	t.Parallel()
 	s, token := startStack(t, orgsvc.Config{ProvisionDelay: time.Hour, WatchPoll: time.Hour, WatchAccessCheck: 100 * time.Millisecond}, func(c *config.Config) {
 		for i := range c.Operations {
 			if c.Operations[i].Procedure == "/svc.v1.BlueprintService/SearchCatalog" {
@@ -163,6 +164,7 @@ func watchUntilAccessLost(t *testing.T, ctx context.Context, owner, c testkit.Cl
 // included (flag 0x81); its retry with the same Idempotency-Key is still
 // the replay of the first answer, and the backend ran the call once.
 func TestAGzippedGRPCWebCallWithAnIdempotencyKeyRunsOnce(t *testing.T) {
+	t.Parallel()
 	s, token := startStack(t, orgsvc.Config{}, nil)
 	ctx := ctxT(t)
 	c := quotaClients(s.edge.URL, testkit.GRPCWeb, token("pro-gzip-web"), true)

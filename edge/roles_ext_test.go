@@ -159,6 +159,7 @@ var roleTable = []struct {
 // agrees with the edge), a refused one is permission_denied MISSING_ROLE
 // from the edge itself, naming the roles that would do.
 func TestRoleTableEveryProcedureEveryRole(t *testing.T) {
+	t.Parallel()
 	var listed []string
 	for _, row := range roleTable {
 		listed = append(listed, row.procedure)

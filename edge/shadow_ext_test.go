@@ -10,6 +10,7 @@ import (
 )
 
 func TestShadowPlanAdmitsWhatItWouldRefuseWithTheHeadersMetricsAndLogOfARefusal(t *testing.T) {
+	t.Parallel()
 	s := startFromFile(t, func(c *config.Config) {
 		c.Limits.Plans = map[string]config.Plan{"free": {RequestsPerMinute: 1, Burst: 2, Shadow: true}}
 	})
@@ -42,6 +43,7 @@ func TestShadowPlanAdmitsWhatItWouldRefuseWithTheHeadersMetricsAndLogOfARefusal(
 }
 
 func TestShadowOperationLimitStillLetsTheEnforcedPlanCountEveryCall(t *testing.T) {
+	t.Parallel()
 	s := startFromFile(t, func(c *config.Config) {
 		c.Limits.Plans = map[string]config.Plan{"free": {RequestsPerMinute: 1, Burst: 3}}
 		for i := range c.Operations {

@@ -76,6 +76,7 @@ func rawCall(t *testing.T, tr transport, url string, header http.Header, body []
 // reserved is given back, and its Idempotency-Key was never taken: the same
 // key with a whole body runs.
 func TestASlowUnaryBodyIsDeadlineExceededAndReleasesWhatItReserved(t *testing.T) {
+	t.Parallel()
 	s, token := startStack(t, orgsvc.Config{}, func(c *config.Config) {
 		c.Requests.BodyTimeout = 300 * time.Millisecond // the client below never sends the rest
 	})
@@ -107,6 +108,7 @@ func TestASlowUnaryBodyIsDeadlineExceededAndReleasesWhatItReserved(t *testing.T)
 // requests.stream_message_timeout ends with deadline_exceeded in its
 // protocol, and its concurrent-stream lease is given back.
 func TestAStalledStreamMessageIsDeadlineExceededAndFreesTheLease(t *testing.T) {
+	t.Parallel()
 	s, token := startStack(t, orgsvc.Config{}, func(c *config.Config) {
 		c.Requests.StreamMessageTimeout = 300 * time.Millisecond
 	})

@@ -63,6 +63,7 @@ func mintFor(t *testing.T, iss *devissuer.Server, username string, change func(m
 // one whose aud names another API, and one whose azp alone is the API's
 // client (accepted only with oidc.azp_as_audience).
 func TestTokensForAnotherAudienceAreRefused(t *testing.T) {
+	t.Parallel()
 	iss, st := startStackWithIssuer(t, devissuer.Config{Audience: []string{"billing"}}, nil)
 	// A real token from the token endpoint, for the billing API.
 	billing, err := devissuer.Password(ctxT(t), testkit.HTTP1Client, iss.URL(), devissuer.DevPublicClient, "bob", "bob")
@@ -93,6 +94,7 @@ func TestTokensForAnotherAudienceAreRefused(t *testing.T) {
 // client; the edge and the backend read client roles only from the API's own
 // client (resource_access.<audience>), so that role makes no one an admin.
 func TestClientRolesOfAnotherClientGrantNothing(t *testing.T) {
+	t.Parallel()
 	iss, st := startStackWithIssuer(t, devissuer.Config{}, nil)
 	ctx := ctxT(t)
 	bob := testkit.NewClients(st.edge.URL, testkit.GRPC, testkit.Token(t, iss.URL(), "bob"))
@@ -131,6 +133,7 @@ func TestClientRolesOfAnotherClientGrantNothing(t *testing.T) {
 // An ID token says who logged in to a client; it is no access token, even
 // when its aud is the API's client. The edge and the backend refuse it.
 func TestIDTokensAreRefused(t *testing.T) {
+	t.Parallel()
 	// A realm where the API's client id is also a client people log in to
 	// (a shared front-end client): its ID tokens name the API in aud.
 	icfg := devissuer.DefaultConfig()

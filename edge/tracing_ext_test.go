@@ -160,6 +160,7 @@ const (
 )
 
 func TestAKeyedCallIsOneTraceFromTheClientsTraceparentThroughTheEdgeToTheBackendsStorage(t *testing.T) {
+	t.Parallel()
 	s, token := startTracedStack(t, orgsvc.Config{}, nil)
 	tok := token("pro-traced")
 	c := testkit.NewClients(s.edge.URL, testkit.ConnectProto, tok)
@@ -224,6 +225,7 @@ func TestAKeyedCallIsOneTraceFromTheClientsTraceparentThroughTheEdgeToTheBackend
 }
 
 func TestACallWithoutTraceparentStartsATraceAndRefusalsAreSpansToo(t *testing.T) {
+	t.Parallel()
 	s, token := startTracedStack(t, orgsvc.Config{}, nil)
 	ctx := ctxT(t)
 	c := testkit.NewClients(s.edge.URL, testkit.GRPC, token("free-untraced"))
@@ -284,6 +286,7 @@ func TestACallWithoutTraceparentStartsATraceAndRefusalsAreSpansToo(t *testing.T)
 // reaches the backend as the client sent it: the backend's span is the
 // child of the client's.
 func TestWithTracingOffTheClientsTraceparentReachesTheBackendUntouched(t *testing.T) {
+	t.Parallel()
 	exp := tracetest.NewInMemoryExporter()
 	backendTP := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	t.Cleanup(func() { _ = backendTP.Shutdown(t.Context()) })

@@ -152,6 +152,7 @@ func wantEvenSpread(t *testing.T, counts []int64) {
 // Calls of every protocol spread evenly over three backends: HTTP/JSON and
 // Connect over pooled HTTP/1.1, gRPC over h2c.
 func TestUpstreamSpreadsCallsOverEveryBackend(t *testing.T) {
+	t.Parallel()
 	bes, e, token := startThreeBackends(t)
 	for _, p := range []testkit.Protocol{testkit.HTTPJSON, testkit.ConnectProto, testkit.GRPC, testkit.GRPCWeb} {
 		t.Run(string(p), func(t *testing.T) {
@@ -175,6 +176,7 @@ func TestUpstreamSpreadsCallsOverEveryBackend(t *testing.T) {
 // the calls whose connection it refuses afterwards go to the others, and it
 // gets no more calls while ejected.
 func TestUpstreamKilledBackendCostsOnlyItsCallsInFlight(t *testing.T) {
+	t.Parallel()
 	bes, e, token := startThreeBackends(t)
 	org := testkit.NewClients(e.URL, testkit.HTTPJSON, token).Org
 	ctx := ctxT(t)
@@ -234,6 +236,7 @@ func TestUpstreamKilledBackendCostsOnlyItsCallsInFlight(t *testing.T) {
 
 // A backend address that refuses connections from the start costs no call.
 func TestUpstreamRefusedConnectionGoesToAnotherBackend(t *testing.T) {
+	t.Parallel()
 	iss := testkit.StartIssuer(t)
 	live := startCountingBackend(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

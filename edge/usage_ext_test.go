@@ -14,6 +14,7 @@ const getUsage = "/svc.v1.UsageService/GetUsage"
 // JSON caller in the same shape as the backend's and the edge's refusals:
 // every detail with "@type" and the message's fields, no "debug".
 func TestGetUsageErrorsReachJSONCallersInTheSpecShape(t *testing.T) {
+	t.Parallel()
 	rs := testkit.StartRedisServer(t)
 	iss := testkit.StartIssuer(t)
 	be := testkit.StartBackend(t, testkit.SQLite, iss.URL(), orgsvc.Config{})

@@ -49,6 +49,7 @@ func startSlowAnswerBackend(t *testing.T, h http.Handler, suffix string, ran cha
 // of creating the organization a second time. Over HTTP/1.1 (Connect, plain
 // JSON) and HTTP/2 (gRPC), each with a real client that cancels.
 func TestACallerThatLeavesAfterTheBackendRanGetsTheReplayOnRetry(t *testing.T) {
+	t.Parallel()
 	iss := testkit.StartIssuer(t)
 	be := testkit.StartBackend(t, testkit.SQLite, iss.URL(), orgsvc.Config{})
 	ran := make(chan struct{}, 16)

@@ -19,6 +19,7 @@ import (
 // the watcher's protocol within a bound, although the environment lives on
 // and the backend re-reads storage only hourly.
 func TestWatchThroughTheEdgeEndsWhenTheCallerLosesAccess(t *testing.T) {
+	t.Parallel()
 	s, token := startStack(t, orgsvc.Config{ProvisionDelay: time.Hour, WatchPoll: time.Hour, WatchAccessCheck: 100 * time.Millisecond}, nil)
 	ctx := ctxT(t)
 	owner := testkit.NewClients(s.edge.URL, testkit.ConnectProto, token("carol"))
