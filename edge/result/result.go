@@ -91,27 +91,15 @@ func Of(c classify.Call, a Answer) (connect.Code, Ending) {
 		if s := a.Header.Get("Grpc-Status"); s != "" {
 			return grpcCode(s) // trailers-only
 		}
-		if a.Status != http.StatusOK {
-			return HTTPCode(a.Status), Whole
-		}
-		if a.Frames == nil {
-			return 0, CutShort
-		}
-		payload, ok := a.Frames.EndFrame(a.Header.Get("Grpc-Encoding"))
+		payload, code, end, ok := endFrame(a, "Grpc-Encoding")
 		if !ok {
-			return 0, CutShort
+			return code, end
 		}
 		return grpcCode(wire.Trailer(payload).Get("Grpc-Status"))
 	case c.Protocol == classify.Connect && c.Streaming:
-		if a.Status != http.StatusOK {
-			return HTTPCode(a.Status), Whole
-		}
-		if a.Frames == nil {
-			return 0, CutShort
-		}
-		payload, ok := a.Frames.EndFrame(a.Header.Get("Connect-Content-Encoding"))
+		payload, code, ending, ok := endFrame(a, "Connect-Content-Encoding")
 		if !ok {
-			return 0, CutShort
+			return code, ending
 		}
 		var end struct {
 			Error *struct {
@@ -145,6 +133,24 @@ func Of(c classify.Call, a Answer) (connect.Code, Ending) {
 	}
 	// An error without a Connect body (a 502 from something in between).
 	return HTTPCode(a.Status), Whole
+}
+
+// endFrame is the end frame of a framed answer (gRPC-Web, a Connect
+// stream), decompressed in the encoding its header names. When ok is false
+// the answer says no more than code and ending: an HTTP error, or no whole
+// end frame (cut short).
+func endFrame(a Answer, encodingHeader string) (payload []byte, code connect.Code, ending Ending, ok bool) {
+	if a.Status != http.StatusOK {
+		return nil, HTTPCode(a.Status), Whole, false
+	}
+	if a.Frames == nil {
+		return nil, 0, CutShort, false
+	}
+	payload, ok = a.Frames.EndFrame(a.Header.Get(encodingHeader))
+	if !ok {
+		return nil, 0, CutShort, false
+	}
+	return payload, 0, Whole, true
 }
 
 // codeOf reads a Connect code name; one it does not know is unknown, as a
