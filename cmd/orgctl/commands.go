@@ -64,6 +64,16 @@ func (a *app) show(resp, record proto.Message) error {
 	return writeRecord(a.stdout, record)
 }
 
+// callShow sends req with rpc and shows the answer (a.show).
+func callShow[Req, Res any](ctx context.Context, a *app, rpc func(context.Context, *connect.Request[Req]) (*connect.Response[Res], error), req *Req) error {
+	resp, err := rpc(ctx, connect.NewRequest(req))
+	if err != nil {
+		return err
+	}
+	m := any(resp.Msg).(proto.Message)
+	return a.show(m, m)
+}
+
 // done prints the answer of a call that returns nothing: {} as JSON, a
 // sentence otherwise.
 func (a *app) done(resp proto.Message, sentence string) error {
@@ -322,11 +332,7 @@ func defineOrgGet(fs *flag.FlagSet) runFunc {
 		if err := wantArgs(args, "ORG_ID"); err != nil {
 			return err
 		}
-		resp, err := a.api.orgs.GetOrganization(ctx, connect.NewRequest(&svcv1.GetOrganizationRequest{OrganizationId: args[0]}))
-		if err != nil {
-			return err
-		}
-		return a.show(resp.Msg, resp.Msg)
+		return callShow(ctx, a, a.api.orgs.GetOrganization, &svcv1.GetOrganizationRequest{OrganizationId: args[0]})
 	}
 }
 
@@ -353,11 +359,7 @@ func defineOrgUpdate(fs *flag.FlagSet) runFunc {
 		if req.DisplayName == nil && req.BillingEmail == nil {
 			return usageErrorf("nothing to change: give --display-name or --billing-email")
 		}
-		resp, err := a.api.orgs.UpdateOrganization(ctx, connect.NewRequest(req))
-		if err != nil {
-			return err
-		}
-		return a.show(resp.Msg, resp.Msg)
+		return callShow(ctx, a, a.api.orgs.UpdateOrganization, req)
 	}
 }
 
@@ -387,11 +389,7 @@ func defineProjectCreate(fs *flag.FlagSet) runFunc {
 		if *org == "" {
 			return usageErrorf("--org is required")
 		}
-		resp, err := a.api.orgs.CreateProject(ctx, connect.NewRequest(&svcv1.CreateProjectRequest{OrganizationId: *org, Name: args[0], Description: *description}))
-		if err != nil {
-			return err
-		}
-		return a.show(resp.Msg, resp.Msg)
+		return callShow(ctx, a, a.api.orgs.CreateProject, &svcv1.CreateProjectRequest{OrganizationId: *org, Name: args[0], Description: *description})
 	}
 }
 
@@ -421,11 +419,7 @@ func defineProjectGet(fs *flag.FlagSet) runFunc {
 		if err := wantArgs(args, "PROJECT_ID"); err != nil {
 			return err
 		}
-		resp, err := a.api.orgs.GetProject(ctx, connect.NewRequest(&svcv1.GetProjectRequest{ProjectId: args[0]}))
-		if err != nil {
-			return err
-		}
-		return a.show(resp.Msg, resp.Msg)
+		return callShow(ctx, a, a.api.orgs.GetProject, &svcv1.GetProjectRequest{ProjectId: args[0]})
 	}
 }
 
@@ -440,11 +434,7 @@ func defineProjectUpdate(fs *flag.FlagSet) runFunc {
 		if req.Name == nil && req.Description == nil {
 			return usageErrorf("nothing to change: give --name or --description")
 		}
-		resp, err := a.api.orgs.UpdateProject(ctx, connect.NewRequest(req))
-		if err != nil {
-			return err
-		}
-		return a.show(resp.Msg, resp.Msg)
+		return callShow(ctx, a, a.api.orgs.UpdateProject, req)
 	}
 }
 
@@ -508,11 +498,7 @@ func defineMemberInvite(fs *flag.FlagSet) runFunc {
 		if *org == "" {
 			return usageErrorf("--org is required")
 		}
-		resp, err := a.api.orgs.InviteMember(ctx, connect.NewRequest(&svcv1.InviteMemberRequest{OrganizationId: *org, Email: args[0], Role: *role}))
-		if err != nil {
-			return err
-		}
-		return a.show(resp.Msg, resp.Msg)
+		return callShow(ctx, a, a.api.orgs.InviteMember, &svcv1.InviteMemberRequest{OrganizationId: *org, Email: args[0], Role: *role})
 	}
 }
 
@@ -531,11 +517,7 @@ func defineMemberUpdate(fs *flag.FlagSet) runFunc {
 		if req.Role == "" && req.Status == nil {
 			return usageErrorf("nothing to change: give --role or --status")
 		}
-		resp, err := a.api.orgs.UpdateMember(ctx, connect.NewRequest(req))
-		if err != nil {
-			return err
-		}
-		return a.show(resp.Msg, resp.Msg)
+		return callShow(ctx, a, a.api.orgs.UpdateMember, req)
 	}
 }
 
@@ -691,10 +673,6 @@ func defineUsage(fs *flag.FlagSet) runFunc {
 		if err := wantArgs(args); err != nil {
 			return err
 		}
-		resp, err := a.api.usage.GetUsage(ctx, connect.NewRequest(&svcv1.GetUsageRequest{}))
-		if err != nil {
-			return err
-		}
-		return a.show(resp.Msg, resp.Msg)
+		return callShow(ctx, a, a.api.usage.GetUsage, &svcv1.GetUsageRequest{})
 	}
 }
