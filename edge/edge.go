@@ -200,9 +200,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (s *Server) serve(w *recorder, r *http.Request, call classify.Call, problem classify.Problem, start time.Time) *identity.Principal {
 	switch problem {
 	case classify.UnsupportedMediaType:
+		reqbody.Unwanted(w, r)
 		apierror.WriteUnsupportedMediaType(w)
 		return nil
 	case classify.MethodNotAllowed:
+		reqbody.Unwanted(w, r)
 		apierror.WriteMethodNotAllowed(w)
 		return nil
 	case classify.UnknownProcedure:
@@ -387,6 +389,9 @@ func (s *Server) refuse(w http.ResponseWriter, r *http.Request, err *connect.Err
 	if err.Code() == connect.CodeUnavailable {
 		rec.reason = unavailableReasonOf(err)
 	}
+	// Whatever the refusal, and whether or not the caller authenticated,
+	// the answer does not wait for a body nobody will read.
+	reqbody.Unwanted(w, r)
 	apierror.Write(w, r, err)
 }
 

@@ -86,6 +86,20 @@ func (b *Body) Refusal(err error) *connect.Error {
 	return nil
 }
 
+// Unwanted tells the server not to wait for the rest of r's body: the call
+// is refused, and its answer must not wait on a client that declared a
+// body and never sends it. Over HTTP/1.1, net/http reads what is left of an
+// unread body before it answers (to keep the connection); with the read
+// deadline passed, that read fails at once: what had arrived is taken, the
+// answer goes out, and the connection closes if the body was not whole.
+// w is r's ResponseWriter, or one that unwraps to it.
+func Unwanted(w http.ResponseWriter, r *http.Request) {
+	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+		return
+	}
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+}
+
 // TooLarge is the refusal of a body larger than limit bytes, also for one
 // whose declared length says so before it is read.
 func TooLarge(limit int64) *connect.Error {
