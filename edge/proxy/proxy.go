@@ -242,7 +242,7 @@ func removeHopByHop(h http.Header) {
 // IsGRPC reports a gRPC call (not gRPC-Web), which needs HTTP/2 to the
 // backend for its trailers.
 func IsGRPC(r *http.Request) bool {
-	ct := r.Header.Get("Content-Type")
+	ct := strings.ToLower(r.Header.Get("Content-Type")) // media types are case-insensitive
 	return strings.HasPrefix(ct, "application/grpc") && !strings.HasPrefix(ct, "application/grpc-web")
 }
 
