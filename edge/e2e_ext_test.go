@@ -46,8 +46,10 @@ func startStack(t *testing.T, svc orgsvc.Config, change func(*config.Config)) (*
 	return &stack{iss: iss.URL(), backend: be, edge: e}, token
 }
 
+// ctxT bounds a test's calls: a hung call fails the test instead of
+// hanging the suite. Generous, since the stack tests run side by side.
 func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
 	return ctx
 }

@@ -177,7 +177,6 @@ func TestRoleTableEveryProcedureEveryRole(t *testing.T) {
 	}
 
 	s, token := startStack(t, orgsvc.Config{}, nil)
-	ctx := ctxT(t)
 	const owner, other = "carol", "bob" // the person of the table owns the fixtures
 	tokens := map[string]string{svcAdmin: token(svcAdmin), envManager: token(envManager), viewer: token(viewer), person: token(owner)}
 	// Fixtures are made at the backend, past the edge, so that only the
@@ -185,7 +184,7 @@ func TestRoleTableEveryProcedureEveryRole(t *testing.T) {
 	direct := testkit.NewClients(s.backend.URL, testkit.ConnectProto, tokens[person])
 	joiner := testkit.NewClients(s.backend.URL, testkit.ConnectProto, token(other))
 	fixtures := 0
-	newFixture := func(t *testing.T) roleFixture {
+	newFixture := func(ctx context.Context, t *testing.T) roleFixture {
 		t.Helper()
 		fixtures++
 		f := roleFixture{n: fixtures, memberID: devissuer.UserSubject(devissuer.DefaultRealm, other)}
@@ -226,7 +225,8 @@ func TestRoleTableEveryProcedureEveryRole(t *testing.T) {
 		}
 		for _, c := range cells {
 			t.Run(strings.TrimPrefix(row.procedure, "/svc.v1.")+"/"+c.caller, func(t *testing.T) {
-				f := newFixture(t)
+				ctx := ctxT(t) // each cell's own bound: under parallel load the table takes a while
+				f := newFixture(ctx, t)
 				err := row.call(ctx, testkit.NewClients(s.edge.URL, testkit.ConnectProto, tokens[c.caller]), f)
 				if c.allowed {
 					if err != nil {
