@@ -5,8 +5,10 @@ import (
 	"errors"
 	"mime"
 	"net/http"
+	"strconv"
 
 	"connectrpc.com/connect"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 )
 
 // errorWriter writes every protocol but unary JSON; it is safe for
@@ -30,6 +32,7 @@ const (
 	unsupported protocol = iota
 	unaryJSON            // Connect unary JSON or plain HTTP/JSON: our JSON body
 	rpc                  // anything connect.ErrorWriter writes as it should
+	grpc                 // gRPC: a Trailers-Only response, written here
 	grpcWebText          // gRPC-Web text: a trailers-only response
 )
 
@@ -41,9 +44,9 @@ var mediaTypes = map[string]protocol{
 	"application/proto":               rpc,
 	"application/connect+json":        rpc,
 	"application/connect+proto":       rpc,
-	"application/grpc":                rpc,
-	"application/grpc+proto":          rpc,
-	"application/grpc+json":           rpc,
+	"application/grpc":                grpc,
+	"application/grpc+proto":          grpc,
+	"application/grpc+json":           grpc,
 	"application/grpc-web":            rpc,
 	"application/grpc-web+proto":      rpc,
 	"application/grpc-web+json":       rpc,
@@ -94,6 +97,8 @@ func Write(w http.ResponseWriter, r *http.Request, err *connect.Error) {
 		writeJSON(w, err)
 	case rpc:
 		_ = errorWriter.Write(w, r, err)
+	case grpc:
+		writeTrailersOnly(w, r, err)
 	case grpcWebText:
 		// A trailers-only response has no body, so it is the same in text
 		// and binary gRPC-Web but for its Content-Type.
@@ -108,6 +113,42 @@ func Write(w http.ResponseWriter, r *http.Request, err *connect.Error) {
 			WriteMethodNotAllowed(w)
 		}
 	}
+}
+
+// writeTrailersOnly writes a gRPC error as gRPC's Trailers-Only response:
+// one HEADERS frame that ends the stream, carrying the status, its message
+// and details, err.Meta(), and, when the error says when to retry (a
+// RetryInfo), grpc-retry-pushback-ms equal to Retry-After. A client whose
+// retry policy names the code retries it, and one that honours pushback
+// waits as told: gRPC clients never retry a call whose response headers
+// came apart from its status (connect-go's ErrorWriter sends the two
+// frames apart).
+func writeTrailersOnly(w http.ResponseWriter, r *http.Request, err *connect.Error) {
+	h := w.Header()
+	for k, vs := range err.Meta() {
+		h[k] = append(h[k], vs...)
+	}
+	for k, vs := range grpcTrailers(err) {
+		h[k] = vs
+	}
+	if ms, ok := retryDelayMillis(err); ok {
+		h.Set("Grpc-Retry-Pushback-Ms", strconv.FormatInt(ms, 10))
+	}
+	h.Set("Content-Type", r.Header.Get("Content-Type"))
+	// No body and no declared trailers: net/http's HTTP/2 server sends the
+	// header block with END_STREAM.
+	w.WriteHeader(http.StatusOK)
+}
+
+// retryDelayMillis is the delay of err's RetryInfo detail in milliseconds.
+func retryDelayMillis(err *connect.Error) (int64, bool) {
+	for _, d := range err.Details() {
+		v, verr := d.Value()
+		if ri, ok := v.(*errdetails.RetryInfo); verr == nil && ok && ri.GetRetryDelay() != nil {
+			return ri.GetRetryDelay().AsDuration().Milliseconds(), true
+		}
+	}
+	return 0, false
 }
 
 // WriteUnsupportedMediaType answers a request whose Content-Type names no

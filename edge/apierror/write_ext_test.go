@@ -85,9 +85,11 @@ func TestRateLimitedCallerSeesCodeReasonAndRetryAfterInEveryProtocol(t *testing.
 		{"ConnectProtoGet", []connect.ClientOption{connect.WithHTTPGet()}, false, 429, ""},
 		{"ConnectStream", nil, true, 200, ""},
 		{"ConnectStreamJSON", []connect.ClientOption{connect.WithProtoJSON()}, true, 200, ""},
-		{"GRPC", []connect.ClientOption{connect.WithGRPC()}, false, 200, "trailer"},
-		{"GRPCJSON", []connect.ClientOption{connect.WithGRPC(), connect.WithProtoJSON()}, false, 200, "trailer"},
-		{"GRPCStream", []connect.ClientOption{connect.WithGRPC()}, true, 200, "trailer"},
+		// gRPC: Trailers-Only (the status in the one header block), so
+		// that a client's retry policy may retry the call.
+		{"GRPC", []connect.ClientOption{connect.WithGRPC()}, false, 200, "header"},
+		{"GRPCJSON", []connect.ClientOption{connect.WithGRPC(), connect.WithProtoJSON()}, false, 200, "header"},
+		{"GRPCStream", []connect.ClientOption{connect.WithGRPC()}, true, 200, "header"},
 		{"GRPCWeb", []connect.ClientOption{connect.WithGRPCWeb()}, false, 200, "header"},
 	}
 	srv, httpClient, rec := startServer(t, writeRateLimited())
@@ -126,6 +128,14 @@ func TestRateLimitedCallerSeesCodeReasonAndRetryAfterInEveryProtocol(t *testing.
 			case "header":
 				if got := resp.Header.Get("Grpc-Status"); got != "8" {
 					t.Errorf("grpc-status header %q, want 8", got)
+				}
+			}
+			if strings.HasPrefix(c.name, "GRPC") && !strings.HasPrefix(c.name, "GRPCWeb") {
+				if len(resp.Trailer) != 0 {
+					t.Errorf("trailers %v after a Trailers-Only response", resp.Trailer)
+				}
+				if got := resp.Header.Get("Grpc-Retry-Pushback-Ms"); got != "12000" {
+					t.Errorf("grpc-retry-pushback-ms %q, want 12000 (Retry-After)", got)
 				}
 			}
 			if c.wantStatus == 429 && resp.Header.Get("Retry-After") != "12" {
