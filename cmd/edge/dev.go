@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -41,9 +42,11 @@ type devStack struct {
 	config  *config.Config
 	issuer  *devissuer.Server
 	backend *orgsvc.Running
-	redis   *miniredis.Miniredis
-	dataDir string
-	tmpDir  string
+	redis   *miniredis.Miniredis // nil when the developer names a Redis
+	// redisLine is the banner's line for the Redis the edge uses.
+	redisLine string
+	dataDir   string
+	tmpDir    string
 	// stopTracing flushes the backend's spans (a tracer provider of its
 	// own, so that they carry service.name orgsvc).
 	stopTracing func(context.Context) error
@@ -88,15 +91,21 @@ func startDev(ctx context.Context, dataDir, version string) (*devStack, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("backend on %s: %w", devBackendAddr, err)
 	}
-	d.redis = miniredis.NewMiniRedis()
-	if err := d.redis.StartAddr("127.0.0.1:0"); err != nil {
-		return nil, fmt.Errorf("embedded redis: %w", err)
-	}
 	// The embedded store, unless the developer names a Redis of their own
 	// (config.Default's 127.0.0.1:6379 is for production files, not here).
-	if os.Getenv("EDGE_REDIS_ADDR") == "" && os.Getenv("EDGE_REDIS_CLUSTER_ADDRS") == "" {
+	switch {
+	case os.Getenv("EDGE_REDIS_CLUSTER_ADDRS") != "":
+		d.redisLine = strings.Join(cfg.Redis.ClusterAddrs, ",") + "   (Redis Cluster, from EDGE_REDIS_CLUSTER_ADDRS)"
+	case os.Getenv("EDGE_REDIS_ADDR") != "":
+		d.redisLine = cfg.Redis.Addr + "   (from EDGE_REDIS_ADDR)"
+	default:
+		d.redis = miniredis.NewMiniRedis()
+		if err := d.redis.StartAddr("127.0.0.1:0"); err != nil {
+			return nil, fmt.Errorf("embedded redis: %w", err)
+		}
 		cfg.Redis.Addr, cfg.Redis.ClusterAddrs = d.redis.Addr(), nil
 		cfg.Redis.Timeout = embeddedRedisTimeout
+		d.redisLine = d.redis.Addr() + "   (embedded, in memory)"
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -137,7 +146,7 @@ edge development mode: everything on loopback, in this process
   issuer         %[3]s
   backend        http://%[4]s   (SQLite in %[5]s)
   backend admin  http://%[7]s   /healthz /readyz /metrics
-  redis          %[6]s   (embedded, in memory)
+  redis          %[6]s
 
 Credentials (tokens live 10 minutes):
   client credentials  svc-admin, svc-env-manager, svc-viewer   secret dev-secret
@@ -153,5 +162,5 @@ Try:
   curl -s -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' -d '{"name":"acme","billingEmail":"billing@acme.example"}' http://%[1]s/svc.v1.OrganizationService/CreateOrganization
 
 Ctrl-C stops everything.
-`, api, admin, iss, d.backend.Addr, d.dataDir, d.redis.Addr(), d.backend.AdminAddr)
+`, api, admin, iss, d.backend.Addr, d.dataDir, d.redisLine, d.backend.AdminAddr)
 }

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/orgedge/edge/internal/testenv"
 )
 
 func TestCheckConfigAcceptsTheExampleAndNamesABadField(t *testing.T) {
@@ -152,5 +154,23 @@ func TestDevModeCurlLinesWorkAsPrinted(t *testing.T) {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("%s lacks %s", url, want)
 		}
+	}
+}
+
+// TestDevModeBannerNamesTheRedisItUses: with EDGE_REDIS_ADDR the
+// development mode uses that Redis, starts no embedded one, and its banner
+// says so.
+func TestDevModeBannerNamesTheRedisItUses(t *testing.T) {
+	addr := testenv.RedisAddr(t)
+	t.Setenv("EDGE_REDIS_ADDR", addr)
+	banner := runDev(t).String()
+	var line string
+	for _, l := range strings.Split(banner, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(l), "redis ") {
+			line = l
+		}
+	}
+	if !strings.Contains(line, addr) || !strings.Contains(line, "EDGE_REDIS_ADDR") || strings.Contains(banner, "embedded") {
+		t.Fatalf("the banner's Redis line is %q, want %s from EDGE_REDIS_ADDR and no embedded store:\n%s", line, addr, banner)
 	}
 }
