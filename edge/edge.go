@@ -208,11 +208,13 @@ func (s *Server) serve(w *recorder, r *http.Request, call classify.Call, problem
 		apierror.WriteMethodNotAllowed(w)
 		return nil
 	case classify.UnknownProcedure:
+		reqbody.Unwanted(w, r)
 		s.refuse(w, r, apierror.New(connect.CodeUnimplemented, "UNKNOWN_PROCEDURE", fmt.Sprintf("%s is not a procedure of this API", clip(r.URL.Path))))
 		return nil
 	}
 
 	if r.ContentLength > s.bodies.MaxBytes {
+		reqbody.Unwanted(w, r)
 		s.refuse(w, r, reqbody.TooLarge(s.bodies.MaxBytes))
 		return nil
 	}
@@ -389,9 +391,6 @@ func (s *Server) refuse(w http.ResponseWriter, r *http.Request, err *connect.Err
 	if err.Code() == connect.CodeUnavailable {
 		rec.reason = unavailableReasonOf(err)
 	}
-	// Whatever the refusal, and whether or not the caller authenticated,
-	// the answer does not wait for a body nobody will read.
-	reqbody.Unwanted(w, r)
 	apierror.Write(w, r, err)
 }
 

@@ -86,17 +86,23 @@ func (b *Body) Refusal(err error) *connect.Error {
 	return nil
 }
 
-// Unwanted tells the server not to wait for the rest of r's body: the call
-// is refused, and its answer must not wait on a client that declared a
-// body and never sends it. Over HTTP/1.1, net/http reads what is left of an
-// unread body before it answers (to keep the connection); with the read
-// deadline passed, that read fails at once: what had arrived is taken, the
-// answer goes out, and the connection closes if the body was not whole.
-// w is r's ResponseWriter, or one that unwraps to it.
+// Unwanted is for a call refused before its body is bounded (Bound): an
+// unknown procedure or content type, a declared length over the bound.
+// Over HTTP/1.1 net/http reads what is left of an unread body before it
+// answers, to keep the connection, and nothing bounds that read yet: a
+// client that declared a body and never sends it would hold the connection
+// and a goroutine for ever (before the answer, and again when the server
+// closes the body after it). So the answer says Connection: close, and the
+// read deadline passes now: what had arrived is taken, the answer goes out
+// and the connection closes. The deadline must not outlive the call on a
+// connection that is kept, which is why this is only for a connection that
+// closes. (After Bound, a refusal's unread body is bounded by the body's
+// deadline; HTTP/2 resets the stream instead.)
 func Unwanted(w http.ResponseWriter, r *http.Request) {
-	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+	if r.ProtoMajor != 1 || r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
 		return
 	}
+	w.Header().Set("Connection", "close")
 	_ = http.NewResponseController(w).SetReadDeadline(time.Now())
 }
 
