@@ -85,10 +85,12 @@ func TestFreePlanBurstThen429WithRetryAfterInEveryProtocol(t *testing.T) {
 				t.Fatalf("Retry-After %q", res.Header.Get("Retry-After"))
 			}
 			reset, _ := strconv.ParseInt(res.Header.Get("X-RateLimit-Reset"), 10, 64)
-			if res.Header.Get("X-RateLimit-Limit") != "60" || res.Header.Get("X-RateLimit-Remaining") != "0" || reset < time.Now().Unix() {
+			// The free plan's bucket: a burst of 100, refilled at 60 a
+			// minute, so full again 100 s after it is empty.
+			if res.Header.Get("X-RateLimit-Limit") != "100" || res.Header.Get("X-RateLimit-Remaining") != "0" || reset < time.Now().Unix() {
 				t.Fatalf("X-RateLimit-* %v", res.Header)
 			}
-			if p := res.Header.Get("RateLimit-Policy"); !strings.Contains(p, `"plan";q=60;w=60`) || !strings.Contains(p, `"daily";q=10000;w=86400`) {
+			if p := res.Header.Get("RateLimit-Policy"); !strings.Contains(p, `"plan";q=100;w=100`) || !strings.Contains(p, `"daily";q=10000;w=86400`) {
 				t.Fatalf("RateLimit-Policy %q", p)
 			}
 			if rl := res.Header.Get("RateLimit"); !strings.Contains(rl, `"plan";r=0;t=`) {
@@ -599,4 +601,55 @@ func metricValue(t *testing.T, metrics, name string) float64 {
 	}
 	t.Fatalf("no metric %s", name)
 	return 0
+}
+
+// TestRateLimitHeadersNeverSayMoreIsLeftThanTheLimit: for a fresh subject
+// of every plan, X-RateLimit-Remaining is at most X-RateLimit-Limit, and
+// each limit's r in RateLimit at most its q in RateLimit-Policy, so that a
+// client computing "used = limit - remaining" never gets a negative number
+// (a fresh pro subject saw Remaining 499 with Limit 300).
+func TestRateLimitHeadersNeverSayMoreIsLeftThanTheLimit(t *testing.T) {
+	t.Parallel()
+	s, token := startStack(t, orgsvc.Config{}, nil)
+	field := func(list, name, param string) int {
+		for _, item := range strings.Split(list, ",") {
+			parts := strings.Split(strings.TrimSpace(item), ";")
+			if parts[0] != strconv.Quote(name) {
+				continue
+			}
+			for _, p := range parts[1:] {
+				if v, ok := strings.CutPrefix(p, param+"="); ok {
+					n, err := strconv.Atoi(v)
+					if err != nil {
+						t.Fatalf("%s of %s in %q: %v", param, name, list, err)
+					}
+					return n
+				}
+			}
+		}
+		t.Fatalf("no %s of %s in %q", param, name, list)
+		return 0
+	}
+	for _, plan := range []string{"free", "pro", "enterprise"} {
+		res, _ := jsonCall(t, s.edge.URL, token(plan+"-fresh-headers"), listOrgs, "{}")
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("%s: status %d", plan, res.StatusCode)
+		}
+		limit, err1 := strconv.Atoi(res.Header.Get("X-RateLimit-Limit"))
+		left, err2 := strconv.Atoi(res.Header.Get("X-RateLimit-Remaining"))
+		if err1 != nil || err2 != nil || left > limit || left < 0 {
+			t.Fatalf("%s: X-RateLimit-Limit %q, X-RateLimit-Remaining %q", plan, res.Header.Get("X-RateLimit-Limit"), res.Header.Get("X-RateLimit-Remaining"))
+		}
+		policy, standing := res.Header.Get("RateLimit-Policy"), res.Header.Get("RateLimit")
+		names := []string{"plan", "daily"}
+		if plan == "enterprise" {
+			names = names[:1] // no daily cap
+		}
+		for _, name := range names {
+			if q, r := field(policy, name, "q"), field(standing, name, "r"); r > q || r < 0 {
+				t.Fatalf("%s: %s has r=%d of q=%d (RateLimit %q, RateLimit-Policy %q)", plan, name, r, q, standing, policy)
+			}
+		}
+		t.Logf("%s: X-RateLimit-Limit %d, Remaining %d; RateLimit-Policy %s", plan, limit, left, policy)
+	}
 }

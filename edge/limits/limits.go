@@ -506,7 +506,12 @@ func quotaRefusal(qe *quota.QuotaError, now time.Time) *connect.Error {
 
 // setRateLimitHeaders writes X-RateLimit-* for the tightest limit (the one
 // with the fewest requests left) and the IETF RateLimit-Policy and RateLimit
-// fields (draft-ietf-httpapi-ratelimit-headers) for every limit.
+// fields (draft-ietf-httpapi-ratelimit-headers) for every limit. One meaning
+// for all five: a limit is its bucket, whose capacity is the burst
+// (X-RateLimit-Limit, q) and which refills from empty in w seconds (burst
+// over the rate); what is left (X-RateLimit-Remaining, r) is never more than
+// the capacity, and the reset (X-RateLimit-Reset, t) is when the bucket is
+// full again. For the daily cap the capacity is the cap and w a day.
 func setRateLimitHeaders(h http.Header, states []ratelimit.State, now time.Time) {
 	if len(states) == 0 {
 		return
@@ -524,20 +529,20 @@ func setRateLimitHeaders(h http.Header, states []ratelimit.State, now time.Time)
 		}
 		policies = strconv.AppendQuote(policies, s.Name)
 		policies = append(policies, ";q="...)
-		policies = strconv.AppendInt(policies, int64(s.Limit), 10)
+		policies = strconv.AppendInt(policies, int64(s.Burst), 10)
 		policies = append(policies, ";w="...)
-		policies = strconv.AppendInt(policies, int64(s.Window/time.Second), 10)
+		policies = strconv.AppendInt(policies, refillSeconds(s), 10)
 		current = strconv.AppendQuote(current, s.Name)
 		current = append(current, ";r="...)
-		current = strconv.AppendInt(current, int64(max(s.Remaining, 0)), 10)
+		current = strconv.AppendInt(current, int64(min(max(s.Remaining, 0), s.Burst)), 10)
 		current = append(current, ";t="...)
 		current = strconv.AppendInt(current, ceilSeconds(s.ResetAfter), 10)
 	}
 	// One allocation for the five values, and keys already in canonical
 	// form: Header.Set would canonicalize (and allocate) each on every call.
 	v := []string{
-		strconv.Itoa(tight.Limit),
-		strconv.Itoa(max(tight.Remaining, 0)),
+		strconv.Itoa(tight.Burst),
+		strconv.Itoa(min(max(tight.Remaining, 0), tight.Burst)),
 		strconv.FormatInt(now.Add(time.Duration(ceilSeconds(tight.ResetAfter))*time.Second).Unix(), 10),
 		string(policies),
 		string(current),
@@ -547,6 +552,15 @@ func setRateLimitHeaders(h http.Header, states []ratelimit.State, now time.Time)
 	h["X-Ratelimit-Reset"] = v[2:3:3]
 	h["Ratelimit-Policy"] = v[3:4:4]
 	h["Ratelimit"] = v[4:5:5]
+}
+
+// refillSeconds is how long s's bucket takes to fill from empty: its burst
+// at its rate (Limit per Window), in whole seconds, rounded up.
+func refillSeconds(s ratelimit.State) int64 {
+	if s.Limit <= 0 {
+		return int64(s.Window / time.Second)
+	}
+	return ceilSeconds(time.Duration(s.Burst) * s.Window / time.Duration(s.Limit))
 }
 
 func ceilSeconds(d time.Duration) int64 {
