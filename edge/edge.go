@@ -1,7 +1,12 @@
-// Package edge is the API edge: one http.Handler that classifies each call,
-// authenticates and authorizes its caller, bounds it, and forwards it to the
-// backend in the caller's own protocol, answering refusals in that protocol
-// too. The steps live in the packages beside this one; this file orders them.
+// Package edge is the API edge's request chain: one http.Handler that
+// classifies each call, bounds its body, authenticates and authorizes its
+// caller, applies its limits and idempotency, and forwards it to the backend
+// in the caller's own protocol, answering refusals in that protocol too.
+// The steps live in the packages beside this one (docs/architecture.md);
+// this package orders them and keeps what one call carries through them.
+//
+// It is not where the edge is built or started (edge/app), nor where what
+// it counts is exported (edge/observe).
 package edge
 
 import (
