@@ -14,7 +14,6 @@ set -eu
 A=$(cd "$1" && pwd); B=$(cd "$2" && pwd); RUNS=${3:-5}
 HERE=$(cd "$(dirname "$0")" && pwd)
 HARNESS=${HARNESS:-$HERE/../../shared/bench/peer}
-[ -x "$HARNESS/run.sh" ] || HARNESS=$(cd "$HERE/.." && pwd)/../shared/bench/peer
 OUT=${OUT:-${TMPDIR:-/tmp}/edge-ab/$(date +%Y%m%d-%H%M%S)}; mkdir -p "$OUT"
 export DUR=${DUR:-10s} ROUNDS=${ROUNDS:-2} TARGETS="httputil-tok edge"
 for i in $(seq 1 "$RUNS"); do

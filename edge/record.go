@@ -115,11 +115,8 @@ func (r *recorder) resultCode(c classify.Call) string {
 		return r.replayCode
 	}
 	h := r.Header()
-	a := result.Answer{Status: r.status, Header: h, Trailer: h, Frames: r.frames, Body: r.errBody, BodyOver: r.errOver, Written: r.written}
-	if s := h.Get(http.TrailerPrefix + "Grpc-Status"); s != "" {
-		a.Trailer = http.Header{"Grpc-Status": {s}}
-	}
-	code, ending := result.Of(c, a)
+	code, ending := result.Of(c, result.Answer{Status: r.status, Header: h, Trailer: h, Frames: r.frames,
+		Body: r.errBody, BodyOver: r.errOver, Written: r.written})
 	switch ending {
 	case result.Whole:
 		return result.CodeName(code)

@@ -36,9 +36,9 @@ var grpcCodeIndex = func() map[string]int {
 	return m
 }()
 
-// CodeName is the name of gRPC status n ("unknown" out of range), as
-// the code label and the access log show it.
-func CodeName(n int) string {
+// codeName is the name of gRPC status n ("unknown" out of range), as
+// the code label shows it.
+func codeName(n int) string {
 	if n >= 0 && n < len(grpcCodes) {
 		return grpcCodes[n]
 	}

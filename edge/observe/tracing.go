@@ -156,8 +156,8 @@ func UpstreamAnswered(span trace.Span, res *http.Response, cut bool) {
 	}
 	if n, err := strconv.Atoi(status); err == nil {
 		span.SetAttributes(attrGRPCStatus.Int(n))
-		if ServerFault(CodeName(n)) {
-			span.SetStatus(codes.Error, CodeName(n))
+		if name := codeName(n); ServerFault(name) {
+			span.SetStatus(codes.Error, name)
 		}
 	}
 	switch {

@@ -18,7 +18,9 @@ type Answer struct {
 	// Header is the answer's header as the status went out; it carries
 	// grpc-status in a trailers-only gRPC or gRPC-Web answer.
 	Header http.Header
-	// Trailer is a gRPC answer's trailers.
+	// Trailer is a gRPC answer's trailers, declared or set with
+	// http.TrailerPrefix (a ResponseWriter's header map after the body
+	// serves as both).
 	Trailer http.Header
 	// Frames followed the body of a gRPC-Web answer or a Connect stream
 	// (see NewFrames).
@@ -80,6 +82,10 @@ func Of(c classify.Call, a Answer) (connect.Code, Ending) {
 	switch {
 	case c.Protocol == classify.GRPC:
 		s := a.Trailer.Get("Grpc-Status")
+		if s == "" {
+			// Trailers a handler set without declaring them first.
+			s = a.Trailer.Get(http.TrailerPrefix + "Grpc-Status")
+		}
 		if s == "" {
 			s = a.Header.Get("Grpc-Status") // trailers-only
 		}

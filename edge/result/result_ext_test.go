@@ -57,6 +57,7 @@ func TestOfReadsTheCodeOfEveryProtocolCompressedOrNot(t *testing.T) {
 	}{
 		{"grpc ok", grpc, result.Answer{Status: 200, Header: hdr(), Trailer: hdr("Grpc-Status", "0")}, result.OK, result.Whole},
 		{"grpc backend error", grpc, result.Answer{Status: 200, Header: hdr(), Trailer: hdr("Grpc-Status", "5")}, connect.CodeNotFound, result.Whole},
+		{"grpc trailers set undeclared", grpc, result.Answer{Status: 200, Header: hdr(), Trailer: hdr(http.TrailerPrefix+"Grpc-Status", "6")}, connect.CodeAlreadyExists, result.Whole},
 		{"grpc trailers-only", grpc, result.Answer{Status: 200, Header: hdr("Grpc-Status", "14")}, connect.CodeUnavailable, result.Whole},
 		{"grpc without status", grpc, result.Answer{Status: 200, Header: hdr()}, 0, result.CutShort},
 		{"grpc-web ok", web, result.Answer{Status: 200, Header: hdr(),
