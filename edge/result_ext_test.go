@@ -128,22 +128,15 @@ func protocolLabel(p testkit.Protocol) string {
 // returns the code the watch ended with.
 func watchUntilAccessLost(t *testing.T, ctx context.Context, owner, c testkit.Clients, who string) connect.Code {
 	t.Helper()
-	org, err := owner.Org.CreateOrganization(ctx, req(&svcv1.CreateOrganizationRequest{Name: "watched-" + who, BillingEmail: "b@acme.example"}))
+	orgID, projectID := project(t, owner, "watched-"+who)
+	envID, err := createEnv(ctx, owner, projectID, "e")
 	if err != nil {
 		t.Fatal(err)
 	}
-	prj, err := owner.Org.CreateProject(ctx, req(&svcv1.CreateProjectRequest{OrganizationId: org.Msg.Id, Name: "p"}))
-	if err != nil {
+	if _, err := owner.Org.InviteMember(ctx, req(&svcv1.InviteMemberRequest{OrganizationId: orgID, Email: who + "@example.com", Role: "member"})); err != nil {
 		t.Fatal(err)
 	}
-	env, err := owner.Env.CreateEnvironment(ctx, req(&svcv1.CreateEnvironmentRequest{Name: "e", BlueprintId: "go-api", ProjectId: prj.Msg.Id}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := owner.Org.InviteMember(ctx, req(&svcv1.InviteMemberRequest{OrganizationId: org.Msg.Id, Email: who + "@example.com", Role: "member"})); err != nil {
-		t.Fatal(err)
-	}
-	stream, err := c.Env.WatchEnvironment(ctx, req(&svcv1.WatchEnvironmentRequest{EnvironmentId: env.Msg.Environment.Id}))
+	stream, err := c.Env.WatchEnvironment(ctx, req(&svcv1.WatchEnvironmentRequest{EnvironmentId: envID}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +144,7 @@ func watchUntilAccessLost(t *testing.T, ctx context.Context, owner, c testkit.Cl
 	if !stream.Receive() {
 		t.Fatalf("the watch got no first message: %v", stream.Err())
 	}
-	if _, err := owner.Org.RemoveMember(ctx, req(&svcv1.RemoveMemberRequest{OrganizationId: org.Msg.Id, UserId: devissuer.UserSubject(devissuer.DefaultRealm, who)})); err != nil {
+	if _, err := owner.Org.RemoveMember(ctx, req(&svcv1.RemoveMemberRequest{OrganizationId: orgID, UserId: devissuer.UserSubject(devissuer.DefaultRealm, who)})); err != nil {
 		t.Fatal(err)
 	}
 	for stream.Receive() {
