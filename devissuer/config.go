@@ -89,29 +89,26 @@ func (cfg Config) withDefaults() (Config, error) {
 	if slices.Contains(cfg.Audience, "") {
 		return cfg, errors.New("audience: empty entry")
 	}
-	if cfg.TokenTTL == 0 {
-		cfg.TokenTTL = DefaultTokenTTL
-	}
-	if cfg.TokenTTL < time.Second {
-		return cfg, fmt.Errorf("token TTL %v: must be at least 1s", cfg.TokenTTL)
-	}
-	if cfg.RefreshTokenTTL == 0 {
-		cfg.RefreshTokenTTL = DefaultRefreshTokenTTL
-	}
-	if cfg.RefreshTokenTTL < time.Second {
-		return cfg, fmt.Errorf("refresh token TTL %v: must be at least 1s", cfg.RefreshTokenTTL)
-	}
-	if cfg.DeviceCodeTTL == 0 {
-		cfg.DeviceCodeTTL = DefaultDeviceCodeTTL
-	}
-	if cfg.DeviceCodeTTL < time.Second {
-		return cfg, fmt.Errorf("device code TTL %v: must be at least 1s", cfg.DeviceCodeTTL)
-	}
-	if cfg.DevicePollInterval == 0 {
-		cfg.DevicePollInterval = DefaultDevicePollInterval
-	}
-	if cfg.DevicePollInterval < time.Second || cfg.DevicePollInterval%time.Second != 0 {
-		return cfg, fmt.Errorf("device poll interval %v: must be whole seconds, at least 1s", cfg.DevicePollInterval)
+	for _, d := range []struct {
+		v        *time.Duration
+		def      time.Duration
+		name     string
+		wholeSec bool
+	}{
+		{&cfg.TokenTTL, DefaultTokenTTL, "token TTL", false},
+		{&cfg.RefreshTokenTTL, DefaultRefreshTokenTTL, "refresh token TTL", false},
+		{&cfg.DeviceCodeTTL, DefaultDeviceCodeTTL, "device code TTL", false},
+		{&cfg.DevicePollInterval, DefaultDevicePollInterval, "device poll interval", true},
+	} {
+		if *d.v == 0 {
+			*d.v = d.def
+		}
+		if *d.v < time.Second {
+			return cfg, fmt.Errorf("%s %v: must be at least 1s", d.name, *d.v)
+		}
+		if d.wholeSec && *d.v%time.Second != 0 {
+			return cfg, fmt.Errorf("%s %v: must be whole seconds", d.name, *d.v)
+		}
 	}
 	if len(cfg.Clients) == 0 {
 		cfg.Clients = DevClients()
