@@ -41,7 +41,7 @@ var ErrTooLarge = errors.New("request body too large")
 type Body struct {
 	o         Options
 	streaming bool
-	sized     *sized
+	sized     sized // r.Body, when there is one: one allocation for both
 	timed     *bodydeadline.Body
 }
 
@@ -55,8 +55,8 @@ func Bound(w http.ResponseWriter, r *http.Request, streaming bool, o Options) *B
 		b.timed = bodydeadline.Unary(w, r, o.Timeout)
 	}
 	if r.Body != nil {
-		b.sized = &sized{ReadCloser: r.Body, left: o.MaxBytes}
-		r.Body = b.sized
+		b.sized = sized{ReadCloser: r.Body, left: o.MaxBytes}
+		r.Body = &b.sized
 	}
 	return b
 }
@@ -65,7 +65,7 @@ func Bound(w http.ResponseWriter, r *http.Request, streaming bool, o Options) *B
 // missed its deadline. Safe from any goroutine (the proxy reads the body in
 // the transport's); false on a nil Body.
 func (b *Body) Cut() bool {
-	return b != nil && (b.sized != nil && b.sized.over.Load() || b.timed.Expired())
+	return b != nil && (b.sized.over.Load() || b.timed.Expired())
 }
 
 // Refusal is the error to answer for a call whose forwarding failed with
@@ -74,7 +74,7 @@ func (b *Body) Refusal(err error) *connect.Error {
 	switch {
 	case b == nil:
 		return nil
-	case errors.Is(err, ErrTooLarge) || b.sized != nil && b.sized.over.Load():
+	case errors.Is(err, ErrTooLarge) || b.sized.over.Load():
 		return TooLarge(b.o.MaxBytes)
 	case errors.Is(err, bodydeadline.ErrTimeout) || b.timed.Expired():
 		msg := fmt.Sprintf("the request body did not arrive within %s", b.o.Timeout)
