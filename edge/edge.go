@@ -203,23 +203,23 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) serve(w *recorder, r *http.Request, call classify.Call, problem classify.Problem, start time.Time) *identity.Principal {
+	if problem != 0 || r.ContentLength > s.bodies.MaxBytes {
+		// Refused before its body is bounded: nothing may wait for the body.
+		reqbody.Unwanted(w, r)
+	}
 	switch problem {
 	case classify.UnsupportedMediaType:
-		reqbody.Unwanted(w, r)
 		apierror.WriteUnsupportedMediaType(w)
 		return nil
 	case classify.MethodNotAllowed:
-		reqbody.Unwanted(w, r)
 		apierror.WriteMethodNotAllowed(w)
 		return nil
 	case classify.UnknownProcedure:
-		reqbody.Unwanted(w, r)
 		s.refuse(w, r, apierror.New(connect.CodeUnimplemented, "UNKNOWN_PROCEDURE", fmt.Sprintf("%s is not a procedure of this API", clip(r.URL.Path))))
 		return nil
 	}
 
 	if r.ContentLength > s.bodies.MaxBytes {
-		reqbody.Unwanted(w, r)
 		s.refuse(w, r, reqbody.TooLarge(s.bodies.MaxBytes))
 		return nil
 	}
