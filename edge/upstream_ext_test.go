@@ -188,14 +188,14 @@ func TestUpstreamKilledBackendCostsOnlyItsCallsInFlight(t *testing.T) {
 		stop     atomic.Bool
 		failures atomic.Int64
 		wg       sync.WaitGroup
-		firstErr atomic.Value
+		firstErr atomic.Pointer[error] // the first call's error, whatever its type
 	)
 	for range 6 {
 		wg.Go(func() {
 			for !stop.Load() {
 				if _, err := org.GetOrganization(ctx, connect.NewRequest(&svcv1.GetOrganizationRequest{OrganizationId: "org_1"})); err != nil {
 					failures.Add(1)
-					firstErr.CompareAndSwap(nil, err)
+					firstErr.CompareAndSwap(nil, &err)
 				}
 			}
 		})
@@ -223,8 +223,12 @@ func TestUpstreamKilledBackendCostsOnlyItsCallsInFlight(t *testing.T) {
 	late := bes[1].late
 	bes[1].mu.Unlock()
 	if f := failures.Load(); f > int64(max(inflight, conns)+late) {
+		var first error
+		if p := firstErr.Load(); p != nil {
+			first = *p
+		}
 		t.Errorf("%d calls failed after the kill; the backend had %d in flight on %d connections (and %d reached it as it died); first: %v",
-			f, inflight, conns, late, firstErr.Load())
+			f, inflight, conns, late, first)
 	}
 	// Once ejected, it is left alone, and the rest still spread evenly.
 	if errs := callMany(ctx, org, 300, 6); len(errs) > 0 {
