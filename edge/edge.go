@@ -3,42 +3,39 @@
 // caller, applies its limits and idempotency, and forwards it to the backend
 // in the caller's own protocol, answering refusals in that protocol too.
 // The steps live in the packages beside this one (docs/architecture.md);
-// this package orders them and keeps what one call carries through them.
+// this package orders them, and observes each call as a whole: its result,
+// metrics, span and access line (upstream.go times the backend's part).
 //
-// It is not where the edge is built or started (edge/app), nor where what
-// it counts is exported (edge/observe).
+// It is not where the edge is built or started (edge/app), where a call's
+// state lives (edge/call), nor where what it counts is exported
+// (edge/observe).
 package edge
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
 	"connectrpc.com/connect"
 	"go.opentelemetry.io/otel/trace"
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 
 	"github.com/orgedge/edge/config"
 	"github.com/orgedge/edge/edge/apierror"
 	"github.com/orgedge/edge/edge/authn"
+	"github.com/orgedge/edge/edge/call"
 	"github.com/orgedge/edge/edge/classify"
+	"github.com/orgedge/edge/edge/forward"
 	"github.com/orgedge/edge/edge/idempotency"
 	"github.com/orgedge/edge/edge/limits"
 	"github.com/orgedge/edge/edge/observe"
 	"github.com/orgedge/edge/edge/policy"
 	"github.com/orgedge/edge/edge/proxy"
 	"github.com/orgedge/edge/edge/reqbody"
-	"github.com/orgedge/edge/edge/result"
 	"github.com/orgedge/edge/edge/wire"
 	"github.com/orgedge/edge/identity"
 )
@@ -63,9 +60,10 @@ type Server struct {
 	cfg     *config.Config
 	auth    *authn.Authenticator
 	procs   classify.Procedures
-	proxy   http.Handler
+	forward *forward.Step
 	pool    *proxy.Pool
 	log     *slog.Logger
+	access  observe.AccessLog
 	metrics *observe.Metrics
 	limits  *limits.Step
 	idem    *idempotency.Step
@@ -102,6 +100,7 @@ func New(o Options) (*Server, error) {
 	if s.log == nil {
 		s.log = slog.Default()
 	}
+	s.access = observe.AccessLog{Log: s.log, SampleOK: o.Config.Log.SampleOK}
 	s.usage = o.Limits.UsageHandler()
 	o.Metrics.Streaming(o.Procedures)
 	uc := o.Config.Upstream
@@ -111,16 +110,16 @@ func New(o Options) (*Server, error) {
 		// gRPC needs HTTP/2 for its trailers; a stream is long-lived, and
 		// h2c carries it whatever its protocol.
 		HTTP2: func(r *http.Request) bool {
-			c := inflightOf(r).call
+			c := call.Of(r).Call
 			return c.Protocol == classify.GRPC || c.Streaming
 		},
 	})
-	s.proxy = proxy.New(proxy.Options{
-		Upstream:       ups[0],
-		Transport:      &upstreamTransport{next: s.pool, tracing: s.tracing, metrics: o.Metrics},
-		Stream:         func(r *http.Request) bool { return inflightOf(r).call.Streaming },
-		ModifyResponse: s.modifyResponse,
-		ErrorHandler:   s.upstreamError,
+	s.forward = forward.New(forward.Options{
+		Upstream:           ups[0],
+		Transport:          &upstreamTransport{next: s.pool, tracing: s.tracing, metrics: o.Metrics},
+		Limits:             o.Limits,
+		Logger:             s.log,
+		StreamWriteTimeout: o.Config.Requests.StreamWriteTimeout,
 	})
 	return s, nil
 }
@@ -132,77 +131,47 @@ func (s *Server) Close() { s.pool.Close() }
 // Backends lists the upstream backends and the calls each got.
 func (s *Server) Backends() []proxy.Backend { return s.pool.Backends() }
 
-type callKey struct{}
-
-// inflight is what a request carries through the proxy's hooks.
-type inflight struct {
-	call     classify.Call
-	rec      *recorder
-	admitted *limits.Admission
-	expires  time.Time // a stream's end: its token's expiry plus the clock skew (expiry.go)
-	// The request body's bounds, to tell a body the edge cut from a
-	// backend failure.
-	body *reqbody.Body
-}
-
-func inflightOf(r *http.Request) *inflight {
-	f, _ := r.Context().Value(callKey{}).(*inflight)
-	if f == nil {
-		return &inflight{rec: &recorder{}}
-	}
-	return f
-}
-
 // ServeHTTP runs one call through the chain.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	s.metrics.Serving(1)
 	defer s.metrics.Serving(-1)
-	rec := &recorder{ResponseWriter: w}
-	id := requestID(r.Header.Get("X-Request-Id"))
+	id := call.RequestID(r.Header.Get("X-Request-Id"))
 	r.Header.Set("X-Request-Id", id)
 	w.Header().Set("X-Request-Id", id)
 
-	call, problem := classify.Classify(r, s.procs)
-	rec.frames = result.NewFrames(call)
-	ctx, span := s.tracing.StartServer(r, call)
+	c, problem := classify.Classify(r, s.procs)
+	rec := call.NewRecorder(w, c)
+	ctx, span := s.tracing.StartServer(r, c)
 	defer span.End()
 	r = r.WithContext(ctx)
-	principal := s.serve(rec, r, call, problem, start)
+	principal := s.serve(rec, r, c, problem, start)
 	d := time.Since(start)
-	code := rec.resultCode(call)
-	if r.Context().Err() != nil && (rec.status == 0 || rec.cut.Load() || observe.ServerFault(code)) {
+	code := rec.Result(c)
+	if r.Context().Err() != nil && (rec.Status() == 0 || rec.WasCut() || observe.ServerFault(code)) {
 		// The client left before its answer was complete: not the
 		// service's failure, and not a success either.
 		code = "canceled"
 	}
-	outcome := rec.outcome(code)
-	if outcome == observe.OutcomeForwarded {
-		s.metrics.Overhead(call, d-time.Duration(rec.upstream.Load()))
+	outcome := rec.Outcome(code)
+	if outcome == call.OutcomeForwarded {
+		s.metrics.Overhead(c, d-rec.Upstream())
 	}
-	if code == "deadline_exceeded" {
-		origin := observe.DeadlineByEdge
-		if rec.clientDeadline {
-			origin = observe.DeadlineByClient
-		}
-		s.metrics.DeadlineExceeded(origin)
+	switch code {
+	case "deadline_exceeded":
+		s.metrics.DeadlineExceeded(rec.DeadlineOrigin())
+	case "unavailable":
+		s.metrics.Unavailable(rec.UnavailableReason())
 	}
-	if code == "unavailable" {
-		reason := rec.reason
-		if reason == "" {
-			reason = observe.UnavailableUpstream // the backend's own answer
-		}
-		s.metrics.Unavailable(reason)
-	}
-	observe.EndServer(span, call, code, rec.status)
-	s.logCall(r, call, principal, rec, code, d)
+	observe.EndServer(span, c, code, rec.Status())
+	s.access.Write(r, c, principal, rec, code, d)
 	// Last, and edge_requests_total last within it: a scrape that counts
 	// the call there finds it in every other series too, and its access
 	// line written or queued (unless sampled out).
-	s.metrics.Observe(call, code, outcome, d)
+	s.metrics.Observe(c, code, outcome, d)
 }
 
-func (s *Server) serve(w *recorder, r *http.Request, call classify.Call, problem classify.Problem, start time.Time) *identity.Principal {
+func (s *Server) serve(w *call.Recorder, r *http.Request, c classify.Call, problem classify.Problem, start time.Time) *identity.Principal {
 	if problem != 0 || r.ContentLength > s.bodies.MaxBytes {
 		// Refused before its body is bounded: nothing may wait for the body.
 		reqbody.Unwanted(w, r)
@@ -215,43 +184,43 @@ func (s *Server) serve(w *recorder, r *http.Request, call classify.Call, problem
 		apierror.WriteMethodNotAllowed(w)
 		return nil
 	case classify.UnknownProcedure:
-		s.refuse(w, r, apierror.New(connect.CodeUnimplemented, "UNKNOWN_PROCEDURE", fmt.Sprintf("%s is not a procedure of this API", clip(r.URL.Path))))
+		call.Refuse(w, r, apierror.New(connect.CodeUnimplemented, "UNKNOWN_PROCEDURE", fmt.Sprintf("%s is not a procedure of this API", call.Clip(r.URL.Path))))
 		return nil
 	}
 
 	if r.ContentLength > s.bodies.MaxBytes {
-		s.refuse(w, r, reqbody.TooLarge(s.bodies.MaxBytes))
+		call.Refuse(w, r, reqbody.TooLarge(s.bodies.MaxBytes))
 		return nil
 	}
 	// Bound the body in time (from now: its headers are in) and in size.
-	body := reqbody.Bound(w, r, call.Streaming, s.bodies)
+	body := reqbody.Bound(w, r, c.Streaming, s.bodies)
 
 	// One policy for the whole call, even if a reload swaps it meanwhile.
 	pol := s.limits.Live()
-	p, rule, refusal := s.authenticate(r, call, pol)
+	p, rule, refusal := s.authenticate(r, c, pol)
 	if refusal != nil {
-		s.refuse(w, r, refusal)
+		call.Refuse(w, r, refusal)
 		return p
 	}
 
 	ctx, span := s.tracing.Start(r.Context(), observe.SpanLimits)
 	admit := s.limits.Admit
-	if s.replays(ctx, r, call, p, rule) {
+	if s.replays(ctx, r, c, p, rule) {
 		admit = s.limits.AdmitReplay
 	}
-	admitted, refusal := admit(ctx, w, call, p, rule, pol)
+	admitted, refusal := admit(ctx, w, c, p, rule, pol)
 	span.End()
 	if refusal != nil {
-		s.refuse(w, r, refusal)
+		call.Refuse(w, r, refusal)
 		return p
 	}
 	defer admitted.Done(r.Context())
-	if call.Procedure == limits.UsageProcedure {
-		s.serveUsage(w, r.WithContext(limits.WithUsageCaller(r.Context(), p, admitted)), call)
+	if c.Procedure == limits.UsageProcedure {
+		s.serveUsage(w, r.WithContext(limits.WithUsageCaller(r.Context(), p, admitted)), c)
 		return p
 	}
-	if call.Streaming {
-		defer s.metrics.StreamOpened(call)()
+	if c.Streaming {
+		defer s.metrics.StreamOpened(c)()
 	}
 	if admitted.WatchesAnswer() {
 		for _, h := range wire.CompressionHeaders {
@@ -260,73 +229,67 @@ func (s *Server) serve(w *recorder, r *http.Request, call classify.Call, problem
 	}
 
 	max := s.cfg.Requests.MaxUnaryTimeout
-	if call.Streaming {
+	if c.Streaming {
 		max = s.cfg.Requests.MaxStreamTimeout
 	}
 	// The call's deadline runs from its arrival: the time spent in the edge
 	// (authentication, limits, idempotency) is deducted from what the
 	// backend gets (see proxy.WithDeadline).
-	budget := proxy.Deadline(r, call, max)
-	w.clientDeadline = budget < max
+	budget := proxy.Deadline(r, c, max)
+	w.SetClientDeadline(budget < max)
 	deadline := start.Add(budget)
-	f := &inflight{call: call, rec: w, admitted: admitted, body: body}
-	if call.Streaming && !p.Expiry.IsZero() {
-		f.expires = p.Expiry.Add(s.cfg.OIDC.ClockSkew)
+	st := &call.State{Call: c, Rec: w, Admitted: admitted, Body: body}
+	if c.Streaming && !p.Expiry.IsZero() {
+		st.Expires = p.Expiry.Add(s.cfg.OIDC.ClockSkew)
 	}
-	ctx = proxy.WithDeadline(context.WithValue(r.Context(), callKey{}, f), deadline)
+	ctx = proxy.WithDeadline(call.With(r.Context(), st), deadline)
 	// A unary call ends at its deadline: the edge answers deadline_exceeded
 	// itself if the backend has not answered. A stream's backend gets a
 	// little grace to end it in the caller's protocol (its headers are
 	// usually out already, so the edge could only cut it).
-	if call.Streaming {
+	if c.Streaming {
 		deadline = deadline.Add(streamDeadlineGrace)
 	}
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	r = r.WithContext(ctx)
-	if s.idem != nil && !call.Streaming {
-		next := s.proxy
+	if s.idem != nil && !c.Streaming {
+		var next http.Handler = s.forward
 		if admitted.Replayed() {
-			next = replayGone{s}
+			next = replayGone{}
 		}
-		s.idempotency(w, r, call, p.Subject, rule.Idempotent, next)
+		s.idempotency(w, r, c, p.Subject, rule.Idempotent, next)
 		return p
 	}
-	if call.Streaming {
-		s.serveStream(w, r)
-		return p
-	}
-	s.proxy.ServeHTTP(w, r)
+	s.forward.ServeHTTP(w, r)
 	return p
 }
+
+// streamDeadlineGrace is how long past its deadline the edge lets the
+// backend end a stream before cutting it.
+const streamDeadlineGrace = time.Second
 
 // authenticate authenticates and authorizes the caller, in a span of its
 // own. It returns the refusal to answer, if any, and the principal when the
 // token was valid.
-func (s *Server) authenticate(r *http.Request, call classify.Call, pol *limits.Live) (*identity.Principal, *policy.Rule, *connect.Error) {
+func (s *Server) authenticate(r *http.Request, c classify.Call, pol *limits.Live) (*identity.Principal, *policy.Rule, *connect.Error) {
 	ctx, span := s.tracing.Start(r.Context(), observe.SpanAuthenticate)
 	defer span.End()
 	p, err := s.auth.AuthenticateRequest(ctx, r)
 	if err != nil {
-		refusal := authError(err, call)
+		refusal := authn.Refusal(err, c.UnaryConnect)
 		if span.IsRecording() {
-			reason := identity.ReasonTokenInvalid
-			if ie := (*identity.Error)(nil); errors.As(err, &ie) {
-				reason = ie.Reason
-			} else if _, ok := errors.AsType[*authn.FailureLimitError](err); ok {
-				reason = authn.ReasonTooManyFailures
-			}
-			span.SetAttributes(observe.AttrAuthOutcome.String(refusal.Code().String()), observe.AttrAuthReason.String(reason))
+			span.SetAttributes(observe.AttrAuthOutcome.String(refusal.Code().String()), observe.AttrAuthReason.String(authn.Reason(err)))
 		}
 		return nil, nil, refusal
 	}
-	rule := pol.Table.Rule(call.Procedure)
+	rule := pol.Table.Rule(c.Procedure)
 	if !rule.Allows(p) {
 		if span.IsRecording() {
 			span.SetAttributes(observe.AttrAuthOutcome.String("permission_denied"), observe.AttrAuthReason.String("MISSING_ROLE"))
 		}
 		return p, rule, apierror.New(connect.CodePermissionDenied, "MISSING_ROLE",
-			fmt.Sprintf("%s needs one of the roles %s", call.Procedure, strings.Join(rule.ServiceAccountRoles, ", ")),
+			fmt.Sprintf("%s needs one of the roles %s", c.Procedure, strings.Join(rule.ServiceAccountRoles, ", ")),
 			apierror.WithMetadata("required_roles", strings.Join(rule.ServiceAccountRoles, ",")))
 	}
 	if span.IsRecording() {
@@ -338,17 +301,17 @@ func (s *Server) authenticate(r *http.Request, call classify.Call, pol *limits.L
 // idempotency runs the idempotency step, in a span of its own when the
 // call carries Idempotency-Key. The forwarded call's edge.upstream span is
 // the step's child: the step forwards it.
-func (s *Server) idempotency(w http.ResponseWriter, r *http.Request, call classify.Call, subject string, eligible bool, next http.Handler) {
+func (s *Server) idempotency(w *call.Recorder, r *http.Request, c classify.Call, subject string, eligible bool, next http.Handler) {
 	if len(r.Header.Values(idempotency.HeaderKey)) == 0 {
-		s.metrics.Idempotency(s.idem.Serve(w, r, call, subject, eligible, next))
+		s.metrics.Idempotency(s.idem.Serve(w, r, c, subject, eligible, next))
 		return
 	}
 	ctx, span := s.tracing.Start(r.Context(), observe.SpanIdempotency)
 	defer span.End()
-	outcome := s.idem.Serve(w, r.WithContext(ctx), call, subject, eligible, next)
+	outcome := s.idem.Serve(w, r.WithContext(ctx), c, subject, eligible, next)
 	s.metrics.Idempotency(outcome)
 	if outcome == idempotency.Unavailable {
-		inflightOf(r).rec.reason = observe.UnavailableIdempotency
+		w.SetUnavailableReason(call.UnavailableIdempotency)
 	}
 	if span.IsRecording() {
 		o := string(outcome)
@@ -364,14 +327,14 @@ func (s *Server) idempotency(w http.ResponseWriter, r *http.Request, call classi
 // so that the call's operation rate and quotas do not apply: the operation
 // does not run again, and the retry must get the replay, not a refusal. It
 // asks Redis only for the calls those limits concern.
-func (s *Server) replays(ctx context.Context, r *http.Request, call classify.Call, p *identity.Principal, rule *policy.Rule) bool {
-	if s.idem == nil || call.Streaming || !rule.Idempotent || rule.RatePerMinute == 0 && rule.Quota != config.QuotaReserveEnvironment {
+func (s *Server) replays(ctx context.Context, r *http.Request, c classify.Call, p *identity.Principal, rule *policy.Rule) bool {
+	if s.idem == nil || c.Streaming || !rule.Idempotent || rule.RatePerMinute == 0 && rule.Quota != config.QuotaReserveEnvironment {
 		return false
 	}
 	if len(r.Header.Values(idempotency.HeaderKey)) == 0 {
 		return false
 	}
-	done, err := s.idem.Completed(ctx, r, call, p.Subject)
+	done, err := s.idem.Completed(ctx, r, c, p.Subject)
 	return err == nil && done
 }
 
@@ -379,164 +342,9 @@ func (s *Server) replays(ctx context.Context, r *http.Request, call classify.Cal
 // the kept outcome have expired between the look and the replay, the call
 // must not run without its quotas. Its answer (aborted) is not kept, so the
 // retry runs through every limit.
-type replayGone struct{ s *Server }
+type replayGone struct{}
 
-func (g replayGone) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	g.s.refuse(w, r, apierror.New(connect.CodeAborted, "IDEMPOTENCY_KEY_EXPIRED",
+func (replayGone) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	call.Refuse(w, r, apierror.New(connect.CodeAborted, "IDEMPOTENCY_KEY_EXPIRED",
 		"the kept outcome of this "+idempotency.HeaderKey+" expired meanwhile; retry the call", apierror.WithRetryAfter(time.Second)))
-}
-
-// refuse writes the edge's own error in the caller's protocol.
-func (s *Server) refuse(w http.ResponseWriter, r *http.Request, err *connect.Error) {
-	rec, ok := w.(*recorder)
-	if !ok { // behind another step's writer, e.g. idempotency's capture
-		rec = inflightOf(r).rec
-	}
-	rec.code = err.Code().String()
-	if err.Code() == connect.CodeUnavailable {
-		rec.reason = unavailableReasonOf(err)
-	}
-	apierror.Write(w, r, err)
-}
-
-// unavailableReasonOf names the dependency behind one of the edge's own
-// unavailable answers, from its ErrorInfo reason.
-func unavailableReasonOf(err *connect.Error) string {
-	for _, d := range err.Details() {
-		v, _ := d.Value()
-		if ei, ok := v.(*errdetails.ErrorInfo); ok {
-			switch {
-			case ei.Reason == limits.ReasonUnavailable:
-				return observe.UnavailableLimits
-			case ei.Reason == identity.ReasonIssuerUnavailable:
-				return observe.UnavailableIssuer
-			case strings.HasPrefix(ei.Reason, "IDEMPOTENCY"):
-				return observe.UnavailableIdempotency
-			}
-		}
-	}
-	return observe.UnavailableUpstream
-}
-
-func authError(err error, call classify.Call) *connect.Error {
-	if fl, ok := errors.AsType[*authn.FailureLimitError](err); ok {
-		return apierror.New(connect.CodeResourceExhausted, authn.ReasonTooManyFailures,
-			"too many failed authentications from this address: try again later with a valid token",
-			apierror.WithRetryAfter(fl.RetryAfter))
-	}
-	var ie *identity.Error
-	if !errors.As(err, &ie) {
-		ie = &identity.Error{Reason: identity.ReasonTokenInvalid, Message: "invalid token"}
-	}
-	if ie.Reason == identity.ReasonIssuerUnavailable {
-		return apierror.New(connect.CodeUnavailable, ie.Reason, ie.Message)
-	}
-	var opts []apierror.Option
-	if call.UnaryConnect {
-		opts = append(opts, apierror.WithHeader("WWW-Authenticate", `Bearer error="invalid_token"`))
-	}
-	return apierror.New(connect.CodeUnauthenticated, ie.Reason, ie.Message, opts...)
-}
-
-// errRequestBody ends a call whose body the edge cut, when the backend
-// answered anyway: upstreamError answers it.
-var errRequestBody = errors.New("request body cut by the edge")
-
-// streamDeadlineGrace is how long past its deadline the edge lets the
-// backend end a stream before cutting it.
-const streamDeadlineGrace = time.Second
-
-// maxErrorBody bounds the backend error bodies the edge rewrites.
-const maxErrorBody = 64 << 10
-
-// modifyResponse rewrites a Connect unary error, for JSON callers, into
-// the specification's shape. Other protocols get the
-// backend's bytes.
-func (s *Server) modifyResponse(res *http.Response) error {
-	f := inflightOf(res.Request)
-	if f.body.Cut() {
-		return errRequestBody // the backend answered a body cut short
-	}
-	if !f.expires.IsZero() && res.StatusCode == http.StatusOK {
-		endAtExpiry(res, f)
-	}
-	if ids, more, ok := limits.EndedEnvironments(res.Header); ok {
-		s.limits.Ended(res.Request.Context(), ids, more)
-	}
-	if f.admitted.WatchesAnswer() {
-		body, err := limits.ReadAnswer(res)
-		s.limits.Answered(res.Request.Context(), f.admitted, f.call, res, body, err)
-	}
-	if !f.call.UnaryConnect || res.StatusCode == http.StatusOK {
-		return nil
-	}
-	body, err := io.ReadAll(io.LimitReader(res.Body, maxErrorBody+1))
-	if err != nil {
-		return err
-	}
-	if len(body) > maxErrorBody {
-		res.Body = struct {
-			io.Reader
-			io.Closer
-		}{io.MultiReader(bytes.NewReader(body), res.Body), res.Body}
-		return nil
-	}
-	_ = res.Body.Close()
-	if f.call.JSON {
-		if out, ok := apierror.RewriteJSON(body); ok {
-			body = out
-		}
-	}
-	res.Body = io.NopCloser(bytes.NewReader(body))
-	res.ContentLength = int64(len(body))
-	res.Header.Set("Content-Length", strconv.Itoa(len(body)))
-	return nil
-}
-
-// upstreamError answers a call the backend did not answer.
-func (s *Server) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
-	f := inflightOf(r)
-	switch {
-	case f.body.Refusal(err) != nil:
-		s.refuse(w, r, f.body.Refusal(err))
-	case errors.Is(r.Context().Err(), context.DeadlineExceeded):
-		s.refuse(w, r, apierror.New(connect.CodeDeadlineExceeded, "DEADLINE_EXCEEDED", "the backend did not answer in time"))
-	case errors.Is(r.Context().Err(), context.Canceled):
-		// The client left; nobody reads an answer. Counted as canceled.
-		inflightOf(r).rec.code = "canceled"
-	default:
-		s.log.WarnContext(r.Context(), "upstream unavailable", "procedure", inflightOf(r).call.Procedure, "err", err)
-		s.refuse(w, r, apierror.New(connect.CodeUnavailable, "UPSTREAM_UNAVAILABLE", "the backend is unavailable; retry later"))
-	}
-}
-
-// requestID keeps a well-formed client request id, or makes one.
-func requestID(in string) string {
-	if wellFormedID(in) {
-		return in
-	}
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
-
-// wellFormedID accepts 1-128 of A-Z a-z 0-9 - _ . : (a UUID, a ULID, a trace id).
-func wellFormedID(s string) bool {
-	if len(s) == 0 || len(s) > 128 {
-		return false
-	}
-	for _, c := range []byte(s) {
-		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.' || c == ':'
-		if !ok {
-			return false
-		}
-	}
-	return true
-}
-
-func clip(s string) string {
-	if len(s) > 80 {
-		return s[:80] + "…"
-	}
-	return s
 }

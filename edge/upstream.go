@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/orgedge/edge/edge/call"
 	"github.com/orgedge/edge/edge/observe"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -21,8 +22,9 @@ type upstreamTransport struct {
 
 func (t *upstreamTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	start := time.Now()
-	call := inflightOf(req).call
-	ctx, span := t.tracing.StartUpstream(req.Context(), call, req.URL.Host)
+	st := call.Of(req)
+	c := st.Call
+	ctx, span := t.tracing.StartUpstream(req.Context(), c, req.URL.Host)
 	if span.IsRecording() {
 		// A RoundTripper must not change its request: send a copy that
 		// carries this span's context instead of the client's.
@@ -34,13 +36,13 @@ func (t *upstreamTransport) RoundTrip(req *http.Request) (*http.Response, error)
 	res, err := t.next.RoundTrip(req)
 	if err != nil {
 		d := time.Since(start)
-		inflightOf(req).rec.upstream.Add(int64(d))
-		t.metrics.Forwarded(call, d)
+		st.Rec.AddUpstream(d)
+		t.metrics.Forwarded(c, d)
 		observe.UpstreamFailed(span, err)
 		span.End()
 		return nil, err
 	}
-	inflightOf(req).rec.answered.Store(true)
+	st.Rec.Answered()
 	res.Body = &upstreamBody{ReadCloser: res.Body, t: t, res: res, span: span, start: start}
 	return res, nil
 }
@@ -74,13 +76,13 @@ func (b *upstreamBody) end(whole bool) {
 	if !b.ended.CompareAndSwap(false, true) {
 		return
 	}
-	f, d := inflightOf(b.res.Request), time.Since(b.start)
-	f.rec.upstream.Add(int64(d))
-	if !whole && b.res.Request.Context().Err() != nil {
-		f.rec.cut.Store(true)
-	}
-	b.t.metrics.Forwarded(f.call, d)
+	f, d := call.Of(b.res.Request), time.Since(b.start)
+	f.Rec.AddUpstream(d)
 	cut := !whole && b.res.Request.Context().Err() != nil
+	if cut {
+		f.Rec.CutShort()
+	}
+	b.t.metrics.Forwarded(f.Call, d)
 	observe.UpstreamAnswered(b.span, b.res, cut)
 	b.span.End()
 }

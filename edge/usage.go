@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/orgedge/edge/edge/apierror"
+	"github.com/orgedge/edge/edge/call"
 	"github.com/orgedge/edge/edge/classify"
 	"github.com/orgedge/edge/edge/result"
 )
@@ -14,8 +15,8 @@ import (
 // backend's are (see modifyResponse): connect-go's handler writes Connect's
 // JSON error, without the "@type" fields every other error of the API
 // carries.
-func (s *Server) serveUsage(w *recorder, r *http.Request, call classify.Call) {
-	if !call.UnaryConnect || !call.JSON {
+func (s *Server) serveUsage(w *call.Recorder, r *http.Request, c classify.Call) {
+	if !c.UnaryConnect || !c.JSON {
 		s.usage.ServeHTTP(w, r)
 		return
 	}
@@ -23,8 +24,8 @@ func (s *Server) serveUsage(w *recorder, r *http.Request, call classify.Call) {
 	s.usage.ServeHTTP(a, r)
 	body := a.body.Bytes()
 	if a.status != 0 && a.status != http.StatusOK {
-		code, _ := result.Of(call, result.Answer{Status: a.status, Header: a.header, Body: body, Written: int64(len(body))})
-		w.code = result.CodeName(code) // the edge's own answer
+		code, _ := result.Of(c, result.Answer{Status: a.status, Header: a.header, Body: body, Written: int64(len(body))})
+		w.SetCode(result.CodeName(code)) // the edge's own answer
 		if out, ok := apierror.RewriteJSON(body); ok {
 			body = out
 		}

@@ -1,12 +1,18 @@
 package observe
 
 import (
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/orgedge/edge/edge/call"
 	"github.com/orgedge/edge/edge/classify"
+	"github.com/orgedge/edge/identity"
 )
 
 var benchCall = classify.Call{
@@ -20,9 +26,27 @@ func BenchmarkMetrics(b *testing.B) {
 	m := NewMetrics(prometheus.NewRegistry(), nil, nil, "bench")
 	b.ReportAllocs()
 	for b.Loop() {
-		m.Observe(benchCall, "ok", OutcomeForwarded, time.Millisecond)
+		m.Observe(benchCall, "ok", call.OutcomeForwarded, time.Millisecond)
 		m.Overhead(benchCall, 100*time.Microsecond)
 		m.Forwarded(benchCall, time.Millisecond)
 		m.Decided("enterprise", "rate", true)
+	}
+}
+
+// BenchmarkAccessLog writes one access line (JSON, as in production) into
+// the buffered log writer.
+func BenchmarkAccessLog(b *testing.B) {
+	logs := NewLogWriter(io.Discard, 0)
+	defer logs.Close()
+	a := AccessLog{Log: slog.New(slog.NewJSONHandler(logs, nil)), SampleOK: 1}
+	r := httptest.NewRequest("POST", benchCall.Procedure, nil)
+	r.Header.Set("X-Request-Id", "0123456789abcdef0123456789abcdef")
+	p := &identity.Principal{Subject: "bench-subject", Plan: "enterprise"}
+	p.SubjectSum[0] = 1
+	rec := call.NewRecorder(httptest.NewRecorder(), benchCall)
+	rec.WriteHeader(http.StatusOK)
+	b.ReportAllocs()
+	for b.Loop() {
+		a.Write(r, benchCall, p, rec, "ok", time.Millisecond)
 	}
 }

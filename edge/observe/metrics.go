@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/orgedge/edge/edge/authn"
+	"github.com/orgedge/edge/edge/call"
 	"github.com/orgedge/edge/edge/classify"
 	"github.com/orgedge/edge/edge/idempotency"
 	"github.com/orgedge/edge/edge/limits"
@@ -124,15 +125,15 @@ func NewMetrics(reg prometheus.Registerer, auth *authn.Authenticator, rates *rat
 			Help: "Calls answered unavailable, by the dependency at fault: limits (Redis for limits), idempotency (Redis for Idempotency-Key), issuer (the OIDC issuer), upstream (the backend).",
 		}, []string{"reason"}),
 	}
-	for _, r := range []string{UnavailableLimits, UnavailableIdempotency, UnavailableIssuer, UnavailableUpstream} {
+	for _, r := range call.UnavailableReasons {
 		m.unavailables.WithLabelValues(r)
 	}
 	m.deadlines = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "edge_deadline_exceeded_total",
 		Help: "Calls that ended deadline_exceeded, by whose deadline passed: client (a deadline the client chose, shorter than the edge's cap: not a server error) or edge (the edge's cap).",
 	}, []string{"origin"})
-	m.deadlines.WithLabelValues(DeadlineByClient)
-	m.deadlines.WithLabelValues(DeadlineByEdge)
+	m.deadlines.WithLabelValues(call.DeadlineByClient)
+	m.deadlines.WithLabelValues(call.DeadlineByEdge)
 	m.decisions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "edge_limit_decisions_total",
 		Help: "Limit decisions by plan, the limit that decided (plan, daily, op:<Method>, streams, quota kinds) and outcome (allowed, refused, shadow_refused: a shadow limit would have refused, the call was admitted).",
@@ -267,7 +268,7 @@ func (m *Metrics) Observe(c classify.Call, code, outcome string, d time.Duration
 }
 
 // outcomes are the values of the outcome label, by index.
-var outcomes = [...]string{OutcomeForwarded, OutcomeRefused, OutcomeReplayed, OutcomeError}
+var outcomes = call.Outcomes
 
 func outcomeIndex(o string) int {
 	for i, name := range outcomes {

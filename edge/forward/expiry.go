@@ -1,4 +1,4 @@
-package edge
+package forward
 
 import (
 	"io"
@@ -9,6 +9,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/orgedge/edge/edge/apierror"
+	"github.com/orgedge/edge/edge/call"
 	"github.com/orgedge/edge/identity"
 )
 
@@ -27,14 +28,14 @@ func tokenExpired() *connect.Error {
 }
 
 // endAtExpiry makes a stream's answer end when its token expires.
-func endAtExpiry(res *http.Response, f *inflight) {
+func endAtExpiry(res *http.Response, f *call.State) {
 	if res.Trailer == nil {
 		// Filled by the transport at the end of the stream, or by us: the
 		// proxy sends whatever it holds then as trailers.
 		res.Trailer = http.Header{}
 	}
-	b := &expiringBody{body: res.Body, res: res, rec: f.rec}
-	b.timer = time.AfterFunc(time.Until(f.expires), func() {
+	b := &expiringBody{body: res.Body, res: res, rec: f.Rec}
+	b.timer = time.AfterFunc(time.Until(f.Expires), func() {
 		b.expired.Store(true)
 		_ = b.body.Close() // cancels the backend's stream; the proxy's read returns
 	})
@@ -46,7 +47,7 @@ func endAtExpiry(res *http.Response, f *inflight) {
 type expiringBody struct {
 	body    io.ReadCloser
 	res     *http.Response
-	rec     *recorder
+	rec     *call.Recorder
 	timer   *time.Timer
 	expired atomic.Bool
 	ended   bool
@@ -72,7 +73,7 @@ func (b *expiringBody) Read(p []byte) (int, error) {
 	if !ok {
 		return n, err
 	}
-	b.rec.code = e.Code().String()
+	b.rec.Refused(e)
 	b.tail = tail
 	for k, vs := range trailer {
 		b.res.Trailer[k] = vs

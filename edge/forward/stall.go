@@ -1,10 +1,12 @@
-package edge
+package forward
 
 import (
 	"bytes"
 	"io"
 	"net/http"
 	"time"
+
+	"github.com/orgedge/edge/edge/call"
 )
 
 // stallWriter ends a stream whose client stopped reading: each write (and
@@ -14,14 +16,14 @@ import (
 // lease, its goroutines and up to a flow-control window of buffered
 // answer, until the stream's deadline (an hour).
 type stallWriter struct {
-	*recorder
+	*call.Recorder
 	rc      *http.ResponseController
 	timeout time.Duration
 	stalled bool // a write did not complete in time
 }
 
-func newStallWriter(w *recorder, timeout time.Duration) *stallWriter {
-	return &stallWriter{recorder: w, rc: http.NewResponseController(w.ResponseWriter), timeout: timeout}
+func newStallWriter(w *call.Recorder, timeout time.Duration) *stallWriter {
+	return &stallWriter{Recorder: w, rc: http.NewResponseController(w.ResponseWriter), timeout: timeout}
 }
 
 func (s *stallWriter) guard(write func() error) error {
@@ -38,7 +40,7 @@ func (s *stallWriter) guard(write func() error) error {
 
 func (s *stallWriter) Write(b []byte) (n int, err error) {
 	err = s.guard(func() error {
-		n, err = s.recorder.Write(b)
+		n, err = s.Recorder.Write(b)
 		return err
 	})
 	return n, err
@@ -54,7 +56,7 @@ func (s *stallWriter) Flush() { _ = s.FlushError() }
 // serveStream proxies a stream through a stallWriter. A stalled stream's
 // proxy aborts (http.ErrAbortHandler); the edge then counts and logs the
 // call as deadline_exceeded, and the connection or stream is already reset.
-func (s *Server) serveStream(w *recorder, r *http.Request) {
+func (s *Step) serveStream(w *call.Recorder, r *http.Request) {
 	// Over HTTP/1.1 the request is read whole before it is forwarded (it is
 	// bounded in size and time like a unary call's). net/http discards and
 	// closes an unread request body when the answer's headers go out, so a
@@ -70,15 +72,15 @@ func (s *Server) serveStream(w *recorder, r *http.Request) {
 		}
 		r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
 	}
-	sw := newStallWriter(w, s.cfg.Requests.StreamWriteTimeout)
+	sw := newStallWriter(w, s.writeTimeout)
 	defer func() {
 		if v := recover(); v != nil {
 			if v != http.ErrAbortHandler || !sw.stalled {
 				panic(v)
 			}
-			w.code = "deadline_exceeded"
-			s.log.InfoContext(r.Context(), "stream ended: its client stopped reading", "procedure", inflightOf(r).call.Procedure,
-				"stream_write_timeout", s.cfg.Requests.StreamWriteTimeout)
+			w.SetCode("deadline_exceeded")
+			s.log.InfoContext(r.Context(), "stream ended: its client stopped reading", "procedure", call.Of(r).Call.Procedure,
+				"stream_write_timeout", s.writeTimeout)
 		}
 	}()
 	s.proxy.ServeHTTP(sw, r)

@@ -1,0 +1,30 @@
+package call
+
+// Origins of a deadline_exceeded result (edge_deadline_exceeded_total).
+const (
+	DeadlineByClient = "client" // the client's own, shorter deadline passed
+	DeadlineByEdge   = "edge"   // the edge's cap passed: the service was too slow
+)
+
+// Outcomes of a call (edge_request_duration_seconds): what became of it.
+const (
+	OutcomeForwarded = "forwarded" // the backend answered (any code)
+	OutcomeRefused   = "refused"   // the edge refused it: the caller's token, role, limits, request
+	OutcomeReplayed  = "replayed"  // an idempotent replay, without the backend
+	OutcomeError     = "error"     // no answer from the backend, or a dependency of the edge failed, or the client left
+)
+
+// Outcomes lists every outcome.
+var Outcomes = [...]string{OutcomeForwarded, OutcomeRefused, OutcomeReplayed, OutcomeError}
+
+// Which dependency one of the edge's own unavailable answers is about
+// (edge_unavailable_total).
+const (
+	UnavailableLimits      = "limits"
+	UnavailableIdempotency = "idempotency"
+	UnavailableIssuer      = "issuer"
+	UnavailableUpstream    = "upstream"
+)
+
+// UnavailableReasons lists every reason.
+var UnavailableReasons = [...]string{UnavailableLimits, UnavailableIdempotency, UnavailableIssuer, UnavailableUpstream}

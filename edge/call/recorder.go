@@ -1,0 +1,223 @@
+package call
+
+import (
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+
+	"github.com/orgedge/edge/edge/apierror"
+	"github.com/orgedge/edge/edge/classify"
+	"github.com/orgedge/edge/edge/limits"
+	"github.com/orgedge/edge/edge/result"
+	"github.com/orgedge/edge/edge/wire"
+	"github.com/orgedge/edge/identity"
+)
+
+// MaxErrorBody bounds the error bodies the edge reads: the ones it keeps to
+// read their code, and the backend's it rewrites.
+const MaxErrorBody = 64 << 10
+
+// Recorder is the client's writer, remembering what the edge answered for
+// the call's result, metrics, span and access line.
+type Recorder struct {
+	http.ResponseWriter
+	status int
+	code   string // set when the edge itself answered the call
+	// replayCode is the code a replayed answer was stored with (see
+	// SetReplayedCode); the HTTP status alone cannot tell e.g.
+	// failed_precondition from invalid_argument.
+	replayCode string
+	// answered: the backend answered (the call was forwarded); upstream is
+	// the time the backend took, in nanoseconds; cut: its answer was cut
+	// short because the client left. Set from the proxy's transport.
+	answered atomic.Bool
+	cut      atomic.Bool
+	upstream atomic.Int64
+	// reason says which dependency an unavailable answer is about.
+	reason string
+	// What result.Of reads the answer's code from: the body's envelopes
+	// (gRPC-Web, Connect streams), an error body, the bytes written.
+	frames  *wire.Frames
+	errBody []byte
+	errOver bool
+	written int64
+	// clientDeadline: the client chose a deadline shorter than the edge's
+	// cap (requests.max_*_timeout), so deadline_exceeded is its choice.
+	clientDeadline bool
+}
+
+// NewRecorder records what goes out to w for call c.
+func NewRecorder(w http.ResponseWriter, c classify.Call) *Recorder {
+	return &Recorder{ResponseWriter: w, frames: result.NewFrames(c)}
+}
+
+// Status is the HTTP status that went out (0: none yet).
+func (r *Recorder) Status() int { return r.status }
+
+// Refused records that the edge answered the call with err.
+func (r *Recorder) Refused(err *connect.Error) {
+	r.code = err.Code().String()
+	if err.Code() == connect.CodeUnavailable {
+		r.reason = unavailableReasonOf(err)
+	}
+}
+
+// SetCode records the code of an answer the edge ended itself (a stream
+// cut at its token's expiry, a stalled stream, a client that left).
+func (r *Recorder) SetCode(code string) { r.code = code }
+
+// SetUnavailableReason names the dependency behind an unavailable answer
+// that a step wrote itself.
+func (r *Recorder) SetUnavailableReason(reason string) { r.reason = reason }
+
+// SetReplayedCode is how the idempotency step tells the code of the answer
+// it replays.
+func (r *Recorder) SetReplayedCode(code string) { r.replayCode = code }
+
+// SetClientDeadline records that the client chose a deadline shorter than
+// the edge's cap.
+func (r *Recorder) SetClientDeadline(yes bool) { r.clientDeadline = yes }
+
+// Answered records that the backend answered the call.
+func (r *Recorder) Answered() { r.answered.Store(true) }
+
+// AddUpstream adds d to the time the backend took.
+func (r *Recorder) AddUpstream(d time.Duration) { r.upstream.Add(int64(d)) }
+
+// Upstream is the time the backend took.
+func (r *Recorder) Upstream() time.Duration { return time.Duration(r.upstream.Load()) }
+
+// CutShort records that the backend's answer was cut short because the
+// client left.
+func (r *Recorder) CutShort() { r.cut.Store(true) }
+
+// WasCut reports whether the backend's answer was cut short.
+func (r *Recorder) WasCut() bool { return r.cut.Load() }
+
+// Outcome classifies the call for the duration histogram; code is its
+// result code.
+func (r *Recorder) Outcome(code string) string {
+	switch {
+	case code == "canceled":
+		return OutcomeError
+	case r.replayCode != "":
+		return OutcomeReplayed
+	case r.answered.Load():
+		return OutcomeForwarded
+	case r.code == "" || noAnswer[code]:
+		return OutcomeError
+	}
+	return OutcomeRefused
+}
+
+// noAnswer are the codes of the edge's own answers that mean it could not
+// serve the call, rather than refused it.
+var noAnswer = map[string]bool{"unavailable": true, "deadline_exceeded": true, "internal": true, "unknown": true, "data_loss": true}
+
+// UnavailableReason names the dependency behind an unavailable result.
+func (r *Recorder) UnavailableReason() string {
+	if r.reason == "" {
+		return UnavailableUpstream // the backend's own answer
+	}
+	return r.reason
+}
+
+// DeadlineOrigin says whose deadline a deadline_exceeded result was.
+func (r *Recorder) DeadlineOrigin() string {
+	if r.clientDeadline {
+		return DeadlineByClient
+	}
+	return DeadlineByEdge
+}
+
+func (r *Recorder) WriteHeader(status int) {
+	if r.status == 0 {
+		r.status = status
+	}
+	r.ResponseWriter.WriteHeader(status)
+}
+
+func (r *Recorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	n, err := r.ResponseWriter.Write(b)
+	r.written += int64(n)
+	if r.frames != nil {
+		r.frames.Feed(b[:n])
+	} else if r.status != http.StatusOK && !r.errOver {
+		// A Connect unary or HTTP/JSON error: its code is in the body.
+		if len(r.errBody)+n > MaxErrorBody {
+			r.errBody, r.errOver = nil, true
+		} else {
+			r.errBody = append(r.errBody, b[:n]...)
+		}
+	}
+	return n, err
+}
+
+// Flush and Unwrap let the proxy flush every message and http.ResponseController
+// reach the connection.
+func (r *Recorder) Flush() {
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (r *Recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// Result is the call's outcome as a Connect/gRPC code name: the edge's
+// own answer, else the code of a replayed answer, else what result.Of
+// reads from the answer that went out.
+func (r *Recorder) Result(c classify.Call) string {
+	if r.code != "" {
+		return r.code
+	}
+	if r.replayCode != "" {
+		return r.replayCode
+	}
+	h := r.Header()
+	code, ending := result.Of(c, result.Answer{Status: r.status, Header: h, Trailer: h, Frames: r.frames,
+		Body: r.errBody, BodyOver: r.errOver, Written: r.written})
+	switch ending {
+	case result.Whole:
+		return result.CodeName(code)
+	case result.Unknowable:
+		return result.CodeName(result.HTTPCode(r.status))
+	}
+	return "unknown" // cut short: no status reached the client
+}
+
+// unavailableReasonOf names the dependency behind one of the edge's own
+// unavailable answers, from its ErrorInfo reason.
+func unavailableReasonOf(err *connect.Error) string {
+	for _, d := range err.Details() {
+		v, _ := d.Value()
+		if ei, ok := v.(*errdetails.ErrorInfo); ok {
+			switch {
+			case ei.Reason == limits.ReasonUnavailable:
+				return UnavailableLimits
+			case ei.Reason == identity.ReasonIssuerUnavailable:
+				return UnavailableIssuer
+			case strings.HasPrefix(ei.Reason, "IDEMPOTENCY"):
+				return UnavailableIdempotency
+			}
+		}
+	}
+	return UnavailableUpstream
+}
+
+// Refuse writes the edge's own error in the caller's protocol, and records
+// it as the call's result.
+func Refuse(w http.ResponseWriter, r *http.Request, err *connect.Error) {
+	rec, ok := w.(*Recorder)
+	if !ok { // behind another step's writer, e.g. idempotency's capture
+		rec = Of(r).Rec
+	}
+	rec.Refused(err)
+	apierror.Write(w, r, err)
+}

@@ -1,0 +1,137 @@
+// Package forward is the chain's last step: it sends an admitted call to
+// the backend through edge/proxy and supplies the proxy's hooks, which read
+// the call's state (edge/call): the limit step's look at the answer
+// (environment quotas, ended environments), a Connect JSON error reshaped
+// as the specification says, a stream ended at its token's expiry, a stream
+// whose client stopped reading, and the answer to a call the backend did
+// not answer.
+//
+// It is not the forwarding itself (edge/proxy: the pool, the legs, header
+// hygiene), nor the timing and tracing of the backend's part (the chain's
+// transport, edge/upstream.go).
+package forward
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/orgedge/edge/edge/apierror"
+	"github.com/orgedge/edge/edge/call"
+	"github.com/orgedge/edge/edge/limits"
+	"github.com/orgedge/edge/edge/proxy"
+)
+
+// Options are what the step is made of; every field is required.
+type Options struct {
+	Upstream  *url.URL          // http://host:port; the transport picks the backend
+	Transport http.RoundTripper // the pool, wrapped by the chain's timing and tracing
+	Limits    *limits.Step
+	Logger    *slog.Logger
+	// StreamWriteTimeout bounds each write of a stream to its client
+	// (requests.stream_write_timeout).
+	StreamWriteTimeout time.Duration
+}
+
+// Step forwards admitted calls.
+type Step struct {
+	proxy        *proxy.Proxy
+	limits       *limits.Step
+	log          *slog.Logger
+	writeTimeout time.Duration
+}
+
+// New returns the step.
+func New(o Options) *Step {
+	s := &Step{limits: o.Limits, log: o.Logger, writeTimeout: o.StreamWriteTimeout}
+	s.proxy = proxy.New(proxy.Options{
+		Upstream:       o.Upstream,
+		Transport:      o.Transport,
+		Stream:         func(r *http.Request) bool { return call.Of(r).Call.Streaming },
+		ModifyResponse: s.modifyResponse,
+		ErrorHandler:   s.upstreamError,
+	})
+	return s
+}
+
+// ServeHTTP forwards r, whose call state (call.With) the chain set.
+func (s *Step) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if st := call.Of(r); st.Call.Streaming {
+		s.serveStream(st.Rec, r)
+		return
+	}
+	s.proxy.ServeHTTP(w, r)
+}
+
+// errRequestBody ends a call whose body the edge cut, when the backend
+// answered anyway: upstreamError answers it.
+var errRequestBody = errors.New("request body cut by the edge")
+
+// modifyResponse lets the limit step read the answer, ends a stream at its
+// token's expiry, and rewrites a Connect unary error, for JSON callers,
+// into the specification's shape. Other protocols get the backend's bytes.
+func (s *Step) modifyResponse(res *http.Response) error {
+	f := call.Of(res.Request)
+	if f.Body.Cut() {
+		return errRequestBody // the backend answered a body cut short
+	}
+	if !f.Expires.IsZero() && res.StatusCode == http.StatusOK {
+		endAtExpiry(res, f)
+	}
+	if ids, more, ok := limits.EndedEnvironments(res.Header); ok {
+		s.limits.Ended(res.Request.Context(), ids, more)
+	}
+	if f.Admitted.WatchesAnswer() {
+		body, err := limits.ReadAnswer(res)
+		s.limits.Answered(res.Request.Context(), f.Admitted, f.Call, res, body, err)
+	}
+	if !f.Call.UnaryConnect || res.StatusCode == http.StatusOK {
+		return nil
+	}
+	body, err := io.ReadAll(io.LimitReader(res.Body, call.MaxErrorBody+1))
+	if err != nil {
+		return err
+	}
+	if len(body) > call.MaxErrorBody {
+		res.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(body), res.Body), res.Body}
+		return nil
+	}
+	_ = res.Body.Close()
+	if f.Call.JSON {
+		if out, ok := apierror.RewriteJSON(body); ok {
+			body = out
+		}
+	}
+	res.Body = io.NopCloser(bytes.NewReader(body))
+	res.ContentLength = int64(len(body))
+	res.Header.Set("Content-Length", strconv.Itoa(len(body)))
+	return nil
+}
+
+// upstreamError answers a call the backend did not answer.
+func (s *Step) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
+	f := call.Of(r)
+	switch {
+	case f.Body.Refusal(err) != nil:
+		call.Refuse(w, r, f.Body.Refusal(err))
+	case errors.Is(r.Context().Err(), context.DeadlineExceeded):
+		call.Refuse(w, r, apierror.New(connect.CodeDeadlineExceeded, "DEADLINE_EXCEEDED", "the backend did not answer in time"))
+	case errors.Is(r.Context().Err(), context.Canceled):
+		// The client left; nobody reads an answer. Counted as canceled.
+		f.Rec.SetCode("canceled")
+	default:
+		s.log.WarnContext(r.Context(), "upstream unavailable", "procedure", f.Call.Procedure, "err", err)
+		call.Refuse(w, r, apierror.New(connect.CodeUnavailable, "UPSTREAM_UNAVAILABLE", "the backend is unavailable; retry later"))
+	}
+}

@@ -1,0 +1,51 @@
+package observe
+
+import (
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/orgedge/edge/edge/call"
+	"github.com/orgedge/edge/edge/classify"
+	"github.com/orgedge/edge/identity"
+)
+
+// AccessLog writes the one access line of each call.
+type AccessLog struct {
+	Log *slog.Logger
+	// SampleOK is the share of successful calls logged (log.sample_ok);
+	// every other call is logged.
+	SampleOK float64
+}
+
+// Write writes the access line of a call whose result is code. It never
+// names the token, and names the subject only by a hash. While the call's
+// span records, the line carries its trace_id, to find the trace from the
+// log and back.
+func (a AccessLog) Write(r *http.Request, c classify.Call, p *identity.Principal, rec *call.Recorder, code string, d time.Duration) {
+	if code == "ok" && a.SampleOK < 1 && rand.Float64() >= a.SampleOK {
+		return
+	}
+	attrs := []slog.Attr{
+		slog.String("procedure", c.Procedure),
+		slog.String("protocol", string(c.Protocol)),
+		slog.String("code", code),
+		slog.String("outcome", rec.Outcome(code)),
+		slog.Int("http_status", rec.Status()),
+		slog.Float64("duration_ms", float64(d.Microseconds())/1000),
+		slog.String("request_id", r.Header.Get("X-Request-Id")),
+	}
+	if c.Procedure == "" {
+		attrs[0] = slog.String("path", call.Clip(r.URL.Path))
+	}
+	if p != nil {
+		attrs = append(attrs, slog.String("subject", p.Hash()), slog.String("plan", p.Plan))
+	}
+	if span := trace.SpanFromContext(r.Context()); span.IsRecording() {
+		attrs = append(attrs, slog.String("trace_id", span.SpanContext().TraceID().String()))
+	}
+	a.Log.LogAttrs(r.Context(), slog.LevelInfo, "call", attrs...)
+}
