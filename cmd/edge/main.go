@@ -107,7 +107,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		return nil
 	}
 
-	shutdownTracing, err := telemetry.Setup(ctx, "edge", version())
+	tracing, shutdownTracing, err := telemetry.Setup(ctx, "edge", version())
 	if err != nil {
 		return err
 	}
@@ -142,7 +142,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	log := newLogger(cfg.Log, logs)
 	slog.SetDefault(log)
 
-	app, err := app.New(cfg, log, version(), app.WithLogWriter(logs))
+	app, err := app.New(cfg, log, version(), app.WithLogWriter(logs), app.WithTracerProvider(tracing))
 	if err != nil {
 		return err
 	}

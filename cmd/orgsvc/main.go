@@ -128,7 +128,7 @@ func run(args []string) error {
 	slog.SetDefault(log)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	shutdownTracing, err := telemetry.Setup(ctx, "orgsvc", version())
+	_, shutdownTracing, err := telemetry.Setup(ctx, "orgsvc", version())
 	if err != nil {
 		return err
 	}

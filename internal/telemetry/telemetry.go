@@ -110,13 +110,14 @@ func newExporter(ctx context.Context) (sdktrace.SpanExporter, error) {
 }
 
 // Setup makes the provider NewTracerProvider returns the process's global
-// one, sets the global propagator to [Propagator], and sends OpenTelemetry's
+// one, and returns it too, for the code that takes its provider explicitly;
+// it sets the global propagator to [Propagator], and sends OpenTelemetry's
 // own errors (a collector out of reach) to slog.Default at warn level. Call
 // shutdown before exiting, to flush spans still in memory.
-func Setup(ctx context.Context, serviceName, version string) (shutdown func(context.Context) error, err error) {
-	tp, shutdown, err := NewTracerProvider(ctx, serviceName, version)
+func Setup(ctx context.Context, serviceName, version string) (tp trace.TracerProvider, shutdown func(context.Context) error, err error) {
+	tp, shutdown, err = NewTracerProvider(ctx, serviceName, version)
 	if err != nil {
-		return shutdown, err
+		return tp, shutdown, err
 	}
 	otel.SetTextMapPropagator(Propagator())
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
@@ -127,5 +128,5 @@ func Setup(ctx context.Context, serviceName, version string) (shutdown func(cont
 	// skips its spans altogether), where the delegating placeholder would
 	// make an object per span all the same.
 	otel.SetTracerProvider(tp)
-	return shutdown, nil
+	return tp, shutdown, nil
 }
