@@ -18,6 +18,7 @@ import (
 	"github.com/orgedge/edge/devissuer"
 	"github.com/orgedge/edge/identity"
 	"github.com/orgedge/edge/internal/testenv"
+	"github.com/orgedge/edge/internal/testkit"
 )
 
 func start(t *testing.T) *devissuer.Server {
@@ -384,5 +385,48 @@ func TestIssuerDownIsUnavailableNotUnauthenticated(t *testing.T) {
 	wantReason(t, err, identity.ReasonIssuerUnavailable)
 	if v.Ready(ctx(t)) == nil {
 		t.Fatal("Ready with the issuer down")
+	}
+}
+
+func TestAFirstCallWithA5msDeadlineDoesNotMakeLaterCallsFail(t *testing.T) {
+	// Discovery takes longer than the first caller's deadline. It runs to
+	// its own deadline for everyone, so the next caller is verified.
+	iss := testkit.StartSlowIssuer(t, 200*time.Millisecond)
+	v := verifier(t, identity.Config{IssuerURL: iss.URL(), Audience: "api"})
+	tok, err := iss.TokenFor("alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
+	defer cancel()
+	_, err = v.Verify(short, tok)
+	wantReason(t, err, identity.ReasonIssuerUnavailable) // its own deadline ran out
+	if _, err := v.Verify(ctx(t), tok); err != nil {
+		t.Fatalf("the call after a short-deadline one: %v", err)
+	}
+}
+
+func TestReadyWaitsForDiscoveryAndTheIssuersKeys(t *testing.T) {
+	iss := testkit.StartSlowIssuer(t, 0)
+	iss.Down()
+	clock := testenv.NewClock(time.Now())
+	v := verifier(t, identity.Config{IssuerURL: iss.URL(), Audience: "api", Now: clock.Now})
+	if err := v.Ready(ctx(t)); err == nil {
+		t.Fatal("ready while discovery fails")
+	}
+	iss.Up()
+	clock.Add(3 * time.Second) // past the pause between two discoveries
+	if err := v.Ready(ctx(t)); err != nil {
+		t.Fatalf("not ready with the issuer up: %v", err)
+	}
+	if n := v.KeyFetches(); n != 1 {
+		t.Fatalf("ready after %d key fetches, want 1: the first token would wait for the keys", n)
+	}
+	tok, _ := iss.TokenFor("alice")
+	if _, err := v.Verify(ctx(t), tok); err != nil {
+		t.Fatal(err)
+	}
+	if n := v.KeyFetches(); n != 1 {
+		t.Fatalf("%d key fetches after the first token, want 1", n)
 	}
 }

@@ -211,3 +211,20 @@ func (k *keySet) fetch(ctx context.Context) ([]jose.JSONWebKey, error) {
 
 // Fetches returns how many times the key set was fetched, successfully or not.
 func (k *keySet) Fetches() uint64 { return k.fetches.Load() }
+
+// ready reports whether the keys have been fetched, fetching them if they
+// have not (to the fetch's own deadline, as for a token).
+func (k *keySet) ready(ctx context.Context) error {
+	for k.keys.Load() == nil {
+		k.mu.Lock()
+		gen := k.gen
+		k.mu.Unlock()
+		if k.keys.Load() != nil {
+			return nil
+		}
+		if _, err := k.refetch(ctx, gen); err != nil {
+			return err
+		}
+	}
+	return nil
+}

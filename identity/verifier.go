@@ -11,6 +11,7 @@ import (
 
 	"github.com/coreos/go-oidc/v3/oidc"
 	"github.com/go-jose/go-jose/v4"
+	"golang.org/x/sync/singleflight"
 )
 
 // Config configures a Verifier.
@@ -64,7 +65,8 @@ const DefaultKeyRefetchInterval = 10 * time.Second
 const rediscoverEvery = 2 * time.Second
 
 // Verifier verifies access tokens against one issuer. Discovery happens on
-// first use and is retried (at most every couple of seconds) until it
+// first use (or first readiness probe), detached from the call that asked
+// for it, and is retried (at most every couple of seconds) until it
 // succeeds, so that a service can start before its identity provider.
 // Signing keys are cached; a token signed with an unknown key id makes the
 // verifier fetch the JWKS again (at most once per KeyRefetchInterval), so a
@@ -72,6 +74,8 @@ const rediscoverEvery = 2 * time.Second
 type Verifier struct {
 	cfg    Config
 	client *http.Client
+
+	discovery singleflight.Group
 
 	mu       sync.Mutex
 	verifier *oidc.IDTokenVerifier
@@ -120,51 +124,92 @@ func NewVerifier(cfg Config) (*Verifier, error) {
 	return &Verifier{cfg: cfg, client: &http.Client{Timeout: cfg.HTTPTimeout}}, nil
 }
 
-// Ready reports whether discovery has succeeded, trying it if it has not.
+// Ready reports whether discovery and the first fetch of the issuer's keys
+// have succeeded, trying them if they have not: a service that is ready
+// can verify a token without waiting for the identity provider.
 func (v *Verifier) Ready(ctx context.Context) error {
-	_, err := v.oidcVerifier(ctx)
-	return err
+	if _, err := v.oidcVerifier(ctx); err != nil {
+		return err
+	}
+	v.mu.Lock()
+	k := v.keys
+	v.mu.Unlock()
+	return k.ready(ctx)
 }
 
+// oidcVerifier returns the verifier of the discovered issuer, discovering
+// it if need be. Discovery serves every caller, not the one that happens
+// to come first: it runs once at a time (singleflight), to a deadline of
+// its own (Config.HTTPTimeout) whatever becomes of ctx, and only its own
+// failure is remembered. A caller whose ctx ends first stops waiting; the
+// discovery goes on for the others.
 func (v *Verifier) oidcVerifier(ctx context.Context) (*oidc.IDTokenVerifier, error) {
 	v.mu.Lock()
-	defer v.mu.Unlock()
-	if v.verifier != nil {
+	ov, lastErr, lastTry := v.verifier, v.lastErr, v.lastTry
+	v.mu.Unlock()
+	if ov != nil {
+		return ov, nil
+	}
+	if lastErr != nil && v.cfg.Now().Sub(lastTry) < rediscoverEvery {
+		return nil, lastErr
+	}
+	detached := context.WithoutCancel(ctx)
+	ch := v.discovery.DoChan("", func() (any, error) { return v.discover(detached) })
+	select {
+	case res := <-ch:
+		if res.Err != nil {
+			return nil, res.Err
+		}
+		return res.Val.(*oidc.IDTokenVerifier), nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("identity: waiting for discovery at %s: %w", v.cfg.IssuerURL, context.Cause(ctx))
+	}
+}
+
+// discover reads the issuer's discovery document, to its own deadline.
+func (v *Verifier) discover(ctx context.Context) (*oidc.IDTokenVerifier, error) {
+	v.mu.Lock()
+	if v.verifier != nil { // a flight that ended just before this one began
+		defer v.mu.Unlock()
 		return v.verifier, nil
 	}
-	if v.lastErr != nil && v.cfg.Now().Sub(v.lastTry) < rediscoverEvery {
-		return nil, v.lastErr
-	}
 	v.lastTry = v.cfg.Now()
+	v.mu.Unlock()
+	fail := func(err error) (*oidc.IDTokenVerifier, error) {
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		v.lastErr = err
+		return nil, err
+	}
 	dctx, cancel := context.WithTimeout(oidc.ClientContext(ctx, v.client), v.cfg.HTTPTimeout)
 	defer cancel()
 	provider, err := oidc.NewProvider(dctx, v.cfg.IssuerURL)
 	if err != nil {
-		v.lastErr = fmt.Errorf("identity: discovery at %s: %w", v.cfg.IssuerURL, err)
-		return nil, v.lastErr
+		return fail(fmt.Errorf("identity: discovery at %s: %w", v.cfg.IssuerURL, err))
 	}
 	var meta struct {
 		JWKSURI string `json:"jwks_uri"`
 	}
 	if err := provider.Claims(&meta); err != nil || meta.JWKSURI == "" {
-		v.lastErr = fmt.Errorf("identity: discovery at %s names no jwks_uri", v.cfg.IssuerURL)
-		return nil, v.lastErr
+		return fail(fmt.Errorf("identity: discovery at %s names no jwks_uri", v.cfg.IssuerURL))
 	}
 	algs := make([]jose.SignatureAlgorithm, len(AsymmetricAlgorithms))
 	for i, a := range AsymmetricAlgorithms {
 		algs[i] = jose.SignatureAlgorithm(a)
 	}
-	v.keys = &keySet{
+	keys := &keySet{
 		url: meta.JWKSURI, client: v.client, timeout: v.cfg.HTTPTimeout,
 		refetchEvery: v.cfg.KeyRefetchInterval, algs: algs, now: v.cfg.Now,
 	}
-	v.verifier = oidc.NewVerifier(v.cfg.IssuerURL, v.keys, &oidc.Config{
+	ov := oidc.NewVerifier(v.cfg.IssuerURL, keys, &oidc.Config{
 		SkipClientIDCheck:    true, // audience is checked below
 		SupportedSigningAlgs: AsymmetricAlgorithms,
 		Now:                  func() time.Time { return v.cfg.Now().Add(-v.cfg.ClockSkew) },
 	})
-	v.lastErr = nil
-	return v.verifier, nil
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.keys, v.verifier, v.lastErr = keys, ov, nil
+	return ov, nil
 }
 
 // Verify checks the token's signature, issuer, expiry, type and audience,

@@ -17,8 +17,8 @@ type AdminRoute struct {
 }
 
 // AdminHandler serves /healthz (the process is alive), /readyz (ready
-// answers nil: storage answers), /metrics from g, and routes (the
-// Service's AdminRoutes). It belongs on a listener of its own, not the
+// answers nil: storage answers and tokens can be verified), /metrics from
+// g, and routes (the Service's AdminRoutes). It belongs on a listener of its own, not the
 // API's, and never outside the cluster.
 func AdminHandler(g prometheus.Gatherer, ready func(context.Context) error, routes ...AdminRoute) http.Handler {
 	mux := http.NewServeMux()
@@ -33,7 +33,7 @@ func AdminHandler(g prometheus.Gatherer, ready func(context.Context) error, rout
 		defer cancel()
 		if err := ready(ctx); err != nil {
 			w.WriteHeader(http.StatusServiceUnavailable)
-			fmt.Fprintf(w, "storage: %v\n", err)
+			fmt.Fprintf(w, "%v\n", err)
 			return
 		}
 		fmt.Fprintln(w, "ok")

@@ -17,6 +17,9 @@ import (
 // Authenticator verifies the caller of a request. *identity.Verifier is one.
 type Authenticator interface {
 	Authenticate(ctx context.Context, h http.Header) (identity.Principal, error)
+	// Ready reports whether tokens can be verified without waiting for
+	// the identity provider (its discovery and keys are in).
+	Ready(ctx context.Context) error
 }
 
 type principalKey struct{}

@@ -176,8 +176,18 @@ func (s *Service) Handler() http.Handler {
 // edge ends a slow body first and answers it.
 const DefaultBodyTimeout = 15 * time.Second
 
-// Ready reports whether storage answers.
-func (s *Service) Ready(ctx context.Context) error { return s.store.Ping(ctx) }
+// Ready reports whether storage answers and tokens can be verified (the
+// identity provider's discovery and keys are in): a backend that would
+// refuse every caller with "identity provider unreachable" is not ready.
+func (s *Service) Ready(ctx context.Context) error {
+	if err := s.store.Ping(ctx); err != nil {
+		return fmt.Errorf("storage: %w", err)
+	}
+	if err := s.auth.Ready(ctx); err != nil {
+		return fmt.Errorf("identity provider: %w", err)
+	}
+	return nil
+}
 
 // healthChecker reports SERVING while storage answers.
 type healthChecker struct {

@@ -8,8 +8,8 @@
 // ORGSVC_ISSUER_URL, ORGSVC_AUDIENCE, …) that sets its default; secrets such as
 // the database password belong in the variable, not on the command line.
 //
-// Prometheus metrics, /healthz and /readyz (storage answers) are served on a
-// listener of their own, -admin-addr. Traces go over OTLP when the standard
+// Prometheus metrics, /healthz and /readyz (storage answers, tokens can be
+// verified) are served on a listener of their own, -admin-addr. Traces go over OTLP when the standard
 // OTEL_* variables configure an exporter (OTEL_EXPORTER_OTLP_ENDPOINT, …);
 // they are off otherwise.
 package main

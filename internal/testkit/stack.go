@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,6 +32,55 @@ func StartIssuer(t testing.TB) *devissuer.Server {
 	t.Cleanup(func() { _ = s.Close() })
 	return s
 }
+
+// SlowIssuer is a development issuer whose discovery document answers
+// after a delay, or not at all while down: an identity provider far away
+// or not up yet.
+type SlowIssuer struct {
+	*devissuer.Issuer
+	delay atomic.Int64 // nanoseconds
+	down  atomic.Bool
+}
+
+// StartSlowIssuer starts a SlowIssuer with the development fixtures on a
+// free loopback port, its discovery document delayed by delay, and stops it
+// when the test ends.
+func StartSlowIssuer(t testing.TB, delay time.Duration) *SlowIssuer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	iss, err := devissuer.New("http://"+ln.Addr().String(), devissuer.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &SlowIssuer{Issuer: iss}
+	s.delay.Store(int64(delay))
+	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/.well-known/openid-configuration") {
+			if s.down.Load() {
+				http.Error(w, "not up yet", http.StatusServiceUnavailable)
+				return
+			}
+			select {
+			case <-time.After(time.Duration(s.delay.Load())):
+			case <-r.Context().Done():
+				return
+			}
+		}
+		iss.ServeHTTP(w, r)
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return s
+}
+
+// Down makes discovery fail (503) until Up.
+func (s *SlowIssuer) Down() { s.down.Store(true) }
+
+// Up makes discovery answer again, after the delay.
+func (s *SlowIssuer) Up() { s.down.Store(false) }
 
 // Token gets a real token from the issuer's token endpoint: the client
 // credentials grant for a client id starting with "svc-" (secret
