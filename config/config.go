@@ -45,6 +45,26 @@ type Listen struct {
 	// ClientAddress says where a call's client address comes from (for the
 	// per-address bound on failed authentications). Default: the socket peer.
 	ClientAddress ClientAddress `yaml:"client_address"`
+	// HTTP2IdleTimeout closes (GOAWAY) an HTTP/2 connection that has had
+	// no open stream for this long, from its start: one that sends no
+	// request, or half a request's headers, is cut as soon as an HTTP/1.1
+	// one whose headers are slow. Default 5s.
+	HTTP2IdleTimeout time.Duration `yaml:"http2_idle_timeout"`
+	// MaxConnectionsPerAddress bounds the open connections of one peer
+	// address (an IPv6 peer by its /64): past it, a new connection is
+	// closed at once. Default 256; 0: no bound.
+	MaxConnectionsPerAddress int `yaml:"max_connections_per_address"`
+	// ConnectionBoundExempt are peers (IP addresses or CIDR prefixes) whose
+	// connections MaxConnectionsPerAddress does not bound: proxies in front
+	// of the edge, whose one address carries many clients. Default:
+	// ClientAddress.TrustedProxies. Env EDGE_CONNECTION_BOUND_EXEMPT
+	// (comma-separated).
+	ConnectionBoundExempt []string `yaml:"connection_bound_exempt"`
+	// MaxResetsPerConnection: an HTTP/2 connection whose client has reset
+	// this many streams before their answer, and more than it let finish,
+	// is closed (GOAWAY) (HTTP/2 rapid reset, CVE-2023-44487). Default
+	// 100; 0: no bound.
+	MaxResetsPerConnection int `yaml:"max_resets_per_connection"`
 }
 
 // ClientAddress names the header a trusted proxy in front of the edge sets
@@ -386,6 +406,11 @@ type Log struct {
 	// line is written; calls with any other outcome always get theirs.
 	// Default 1: every call.
 	SampleOK float64 `yaml:"sample_ok"`
+	// CanceledPerSecond bounds the access lines of calls that their client
+	// canceled before the answer (code canceled) to this many a second;
+	// the others are counted (edge_access_lines_sampled_out_total), so that
+	// a client resetting streams in a loop cannot flood the log. Default 10.
+	CanceledPerSecond int `yaml:"canceled_per_second"`
 	// BufferBytes bounds the log lines waiting to be written to stderr;
 	// when stderr lags further behind, lines are dropped and counted
 	// (edge_log_lines_dropped_total) instead of slowing calls down. Lines

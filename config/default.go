@@ -14,6 +14,10 @@ func Default() *Config {
 			IdleTimeout:       2 * time.Minute,
 			MaxHeaderBytes:    64 * KiB,
 			ShutdownGrace:     30 * time.Second,
+
+			HTTP2IdleTimeout:         5 * time.Second,
+			MaxConnectionsPerAddress: 256,
+			MaxResetsPerConnection:   100,
 		},
 		Admin: Admin{
 			Addr: "127.0.0.1:9090",
@@ -100,6 +104,8 @@ func Default() *Config {
 			Level:       "info",
 			SampleOK:    1,
 			BufferBytes: 4 * MiB,
+
+			CanceledPerSecond: 10,
 		},
 	}
 }

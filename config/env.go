@@ -15,6 +15,7 @@ var envVars = []envVar{
 	{"EDGE_LISTEN_ADDR", "listen.addr", func(c *Config, v string) { c.Listen.Addr = v }},
 	{"EDGE_TLS_CERT_FILE", "listen.tls.cert_file", func(c *Config, v string) { c.Listen.TLS.CertFile = v }},
 	{"EDGE_TLS_KEY_FILE", "listen.tls.key_file", func(c *Config, v string) { c.Listen.TLS.KeyFile = v }},
+	{"EDGE_CONNECTION_BOUND_EXEMPT", "listen.connection_bound_exempt", func(c *Config, v string) { c.Listen.ConnectionBoundExempt = splitList(v) }},
 	{"EDGE_ADMIN_ADDR", "admin.addr", func(c *Config, v string) { c.Admin.Addr = v }},
 	{"EDGE_UPSTREAM_URL", "upstream.url", func(c *Config, v string) { c.Upstream.URL, c.Upstream.URLs = v, nil }},
 	{"EDGE_UPSTREAM_ADMIN_URL", "upstream.admin_url", func(c *Config, v string) { c.Upstream.AdminURL = v }},

@@ -143,6 +143,9 @@ func parse(data []byte) (*Config, *lineIndex, error) {
 	if len(c.Listen.ClientAddress.TrustedProxies) == 0 {
 		c.Listen.ClientAddress.TrustedProxies = nil
 	}
+	if len(c.Listen.ConnectionBoundExempt) == 0 {
+		c.Listen.ConnectionBoundExempt = nil
+	}
 	if len(c.Limits.SubjectPlans) == 0 {
 		c.Limits.SubjectPlans = nil // "subject_plans: {}" likewise
 	}

@@ -49,6 +49,14 @@ func (c *Config) Validate() error {
 	checkMinSize(&p, "listen.max_header_bytes", c.Listen.MaxHeaderBytes, minHeaderBytes)
 	checkPositive(&p, "listen.shutdown_grace", c.Listen.ShutdownGrace)
 	checkClientAddress(&p, "listen.client_address", c.Listen.ClientAddress)
+	checkPositive(&p, "listen.http2_idle_timeout", c.Listen.HTTP2IdleTimeout)
+	checkNotNegative(&p, "listen.max_connections_per_address", c.Listen.MaxConnectionsPerAddress)
+	checkNotNegative(&p, "listen.max_resets_per_connection", c.Listen.MaxResetsPerConnection)
+	for i, e := range c.Listen.ConnectionBoundExempt {
+		if _, err := ParsePrefix(e); err != nil {
+			p.add(fmt.Sprintf("listen.connection_bound_exempt[%d]", i), "%q is not an IP address or CIDR prefix", e)
+		}
+	}
 
 	checkListenAddr(&p, "admin.addr", c.Admin.Addr)
 	if c.Admin.Addr == c.Listen.Addr && !strings.HasSuffix(c.Admin.Addr, ":0") && c.Admin.Addr != "" {
@@ -128,6 +136,7 @@ func (c *Config) Validate() error {
 	default:
 		p.add("log.level", "must be debug, info, warn or error, not %q", c.Log.Level)
 	}
+	checkNotNegative(&p, "log.canceled_per_second", c.Log.CanceledPerSecond)
 	if !(c.Log.SampleOK >= 0 && c.Log.SampleOK <= 1) {
 		p.add("log.sample_ok", "must be between 0 and 1, not %v", c.Log.SampleOK)
 	}
@@ -140,6 +149,12 @@ func (c *Config) Validate() error {
 func checkPositive(p *problems, path string, d time.Duration) {
 	if d <= 0 {
 		p.add(path, "must be positive, not %s", d)
+	}
+}
+
+func checkNotNegative(p *problems, path string, n int) {
+	if n < 0 {
+		p.add(path, "must not be negative, not %d", n)
 	}
 }
 

@@ -100,7 +100,7 @@ func New(o Options) (*Server, error) {
 	if s.log == nil {
 		s.log = slog.Default()
 	}
-	s.access = observe.AccessLog{Log: s.log, SampleOK: o.Config.Log.SampleOK}
+	s.access = observe.AccessLog{Log: s.log, SampleOK: o.Config.Log.SampleOK, Metrics: o.Metrics}
 	s.usage = o.Limits.UsageHandler()
 	o.Metrics.Streaming(o.Procedures)
 	uc := o.Config.Upstream

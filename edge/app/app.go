@@ -18,12 +18,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
+	"golang.org/x/net/http2"
 
 	"github.com/orgedge/edge/config"
 	"github.com/orgedge/edge/edge"
 	"github.com/orgedge/edge/edge/admin"
 	"github.com/orgedge/edge/edge/authn"
 	"github.com/orgedge/edge/edge/classify"
+	"github.com/orgedge/edge/edge/conns"
 	"github.com/orgedge/edge/edge/idempotency"
 	"github.com/orgedge/edge/edge/limits"
 	"github.com/orgedge/edge/edge/observe"
@@ -41,6 +43,7 @@ type App struct {
 	redis              redis.UniversalClient
 	edge               *edge.Server
 	failed             chan error
+	connBounds         conns.Options
 	reloadState
 	reconciler     *limits.Reconciler
 	stopBackground context.CancelFunc
@@ -127,6 +130,7 @@ func New(cfg *config.Config, log *slog.Logger, version string, opts ...Option) (
 	envs := quota.NewEnvironments(a.redis, quota.WithTimeout(callTimeout), quota.WithLogger(log),
 		quota.WithKeyPrefix(cfg.Redis.KeyPrefix))
 	metrics := observe.NewMetrics(reg, auth, rates, version)
+	metrics.SampleCanceledLines(cfg.Log.CanceledPerSecond)
 	if cfg.Upstream.AdminURL != "" {
 		a.reconciler = limits.NewReconciler(envs, cfg.Upstream.AdminURL, cfg.Limits.ReconcileInterval, log)
 	}
@@ -178,9 +182,33 @@ func New(cfg *config.Config, log *slog.Logger, version string, opts ...Option) (
 	} else {
 		protocols.SetUnencryptedHTTP2(true) // h2c: gRPC without TLS
 	}
+	connsClosed := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "edge_connections_closed_total",
+		Help: "API connections the edge closed for a bound: per_address (refused at accept, listen.max_connections_per_address), resets (HTTP/2 GOAWAY, listen.max_resets_per_connection).",
+	}, []string{"reason"})
+	h2Errors := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "edge_http2_errors_total",
+		Help: "HTTP/2 protocol errors of API clients, by Go's name for them.",
+	}, []string{"type"})
+	reg.MustRegister(connsClosed, h2Errors)
+	exempt := cfg.Listen.ConnectionBoundExempt
+	if exempt == nil {
+		exempt = cfg.Listen.ClientAddress.TrustedProxies
+	}
+	a.connBounds = conns.Options{PerAddress: cfg.Listen.MaxConnectionsPerAddress,
+		OnRefused: connsClosed.WithLabelValues("per_address").Inc}
+	for _, e := range exempt {
+		pfx, err := config.ParsePrefix(e)
+		if err != nil {
+			return nil, fmt.Errorf("listen.connection_bound_exempt: %w", err)
+		}
+		a.connBounds.Exempt = append(a.connBounds.Exempt, pfx)
+	}
+	resets := conns.Resets{Max: cfg.Listen.MaxResetsPerConnection, OnClose: connsClosed.WithLabelValues("resets").Inc}
 	a.api = &http.Server{
 		Addr:              cfg.Listen.Addr,
-		Handler:           handler,
+		Handler:           resets.Wrap(handler),
+		ConnContext:       conns.ConnContext,
 		Protocols:         &protocols,
 		ReadHeaderTimeout: cfg.Listen.ReadHeaderTimeout,
 		IdleTimeout:       cfg.Listen.IdleTimeout,
@@ -188,6 +216,19 @@ func New(cfg *config.Config, log *slog.Logger, version string, opts ...Option) (
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		// No read or write timeout: streams are long. Every call has a
 		// deadline of its own (requests.max_*_timeout).
+	}
+	// x/net's HTTP/2 server instead of net/http's copy of it: the same
+	// code, but its idle timeout can be shorter than HTTP/1.1's. It runs
+	// from a connection's start, so it also cuts one that never completes
+	// a request's headers. x/net deprecates it for http.Server's settings,
+	// but net/http's HTTP2Config has no idle timeout of HTTP/2's own (Go
+	// 1.27's x/net still honors this one, wrapping net/http).
+	//lint:ignore SA1019 no HTTP/2-only idle timeout in net/http (see above)
+	h2 := &http2.Server{IdleTimeout: cfg.Listen.HTTP2IdleTimeout, CountError: func(t string) { h2Errors.WithLabelValues(t).Inc() }}
+	//lint:ignore SA1019 as above
+	if err := http2.ConfigureServer(a.api, h2); err != nil {
+		_ = a.redis.Close()
+		return nil, fmt.Errorf("http2: %w", err)
 	}
 	a.admin = &http.Server{
 		Addr: cfg.Admin.Addr,
@@ -205,10 +246,11 @@ func New(cfg *config.Config, log *slog.Logger, version string, opts ...Option) (
 // the background.
 func (a *App) Listen() error {
 	a.warmRedis()
-	apiLn, err := net.Listen("tcp", a.api.Addr)
+	ln, err := net.Listen("tcp", a.api.Addr)
 	if err != nil {
 		return fmt.Errorf("listen.addr: %w", err)
 	}
+	apiLn := conns.Listen(ln, a.connBounds)
 	adminLn, err := net.Listen("tcp", a.admin.Addr)
 	if err != nil {
 		_ = apiLn.Close()

@@ -19,6 +19,9 @@ type AccessLog struct {
 	// SampleOK is the share of successful calls logged (log.sample_ok);
 	// every other call is logged.
 	SampleOK float64
+	// Metrics bound the lines of canceled calls (log.canceled_per_second)
+	// and count those left out; nil: every line is written.
+	Metrics *Metrics
 }
 
 // Write writes the access line of a call whose result is code. It never
@@ -28,6 +31,9 @@ type AccessLog struct {
 func (a AccessLog) Write(r *http.Request, c classify.Call, p *identity.Principal, rec *call.Recorder, code string, d time.Duration) {
 	if code == "ok" && a.SampleOK < 1 && rand.Float64() >= a.SampleOK {
 		return
+	}
+	if !a.Metrics.KeepLine(code) {
+		return // log.canceled_per_second
 	}
 	attrs := []slog.Attr{
 		slog.String("procedure", c.Procedure),

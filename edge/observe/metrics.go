@@ -32,6 +32,7 @@ type Metrics struct {
 	leases       prometheus.Gauge
 	inflight     prometheus.Gauge
 	quota        *quotaMetrics
+	canceled     canceledLines
 
 	// Children looked up once per label set and kept: the hot path reads a
 	// map instead of hashing label values into the vector on every call.
@@ -193,6 +194,11 @@ func NewMetrics(reg prometheus.Registerer, auth *authn.Authenticator, rates *rat
 	reg.MustRegister(m.decisions, m.idem)
 	registerBreakerMetrics(reg, rates)
 	reg.MustRegister(m.overheads, m.unavailables, m.deadlines)
+	m.canceled.sampledOut = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "edge_access_lines_sampled_out_total",
+		Help: "Access lines not written for calls canceled by their client, past log.canceled_per_second.",
+	})
+	reg.MustRegister(m.canceled.sampledOut)
 	reg.MustRegister(m.requests, m.duration,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "edge_token_cache_hits_total",
