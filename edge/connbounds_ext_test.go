@@ -180,7 +180,9 @@ func TestARefusedHTTP2StreamWhoseBodyNeverComesHoldsNothing(t *testing.T) {
 
 func TestOneAddressCannotHoldMoreThanItsBoundOfConnections(t *testing.T) {
 	t.Parallel()
-	s, _ := startStack(t, orgsvc.Config{}, nil)
+	// The held connections send nothing: they must not meet the header
+	// bound while the test runs.
+	s, _ := startStack(t, orgsvc.Config{}, func(c *config.Config) { c.Listen.ReadHeaderTimeout = time.Minute })
 	addr := strings.TrimPrefix(s.edge.URL, "http://")
 	max := config.Default().Listen.MaxConnectionsPerAddress
 	var held []net.Conn
