@@ -20,10 +20,11 @@ const redactedSecret = "REDACTED"
 // printed or logged either way never shows the password.
 
 // String returns the configuration as YAML, with redis.password and
-// redis.sentinel.password redacted.
+// redis.sentinel.password redacted, and redis.tls.enabled true whenever the
+// connection to Redis is encrypted (a rediss:// address turns TLS on too).
 // The output loads back with Parse, password aside.
 func (c Config) String() string {
-	c.Redis = c.Redis.redacted()
+	c.Redis = c.Redis.printed()
 	out, err := yaml.Marshal(c)
 	if err != nil {
 		return fmt.Sprintf("config: %v", err)
@@ -157,14 +158,14 @@ func (q Quotas) logValue() slog.Value {
 
 // String describes the Redis settings with the password redacted.
 func (r Redis) String() string {
-	r = r.redacted()
+	r = r.printed()
 	return fmt.Sprintf("addr=%q cluster_addrs=%q sentinel.master_name=%q sentinel.addrs=%q sentinel.password=%q username=%q password=%q tls=%t timeout=%s",
 		r.Addr, r.ClusterAddrs, r.Sentinel.MasterName, r.Sentinel.Addrs, r.Sentinel.Password, r.Username, r.Password, r.TLS.on(), r.Timeout)
 }
 
 // LogValue logs the Redis settings with the password redacted.
 func (r Redis) LogValue() slog.Value {
-	r = r.redacted()
+	r = r.printed()
 	return slog.GroupValue(
 		slog.String("addr", r.Addr),
 		slog.Any("cluster_addrs", r.ClusterAddrs),
@@ -185,7 +186,14 @@ func (r Redis) LogValue() slog.Value {
 		duration("timeout", r.Timeout))
 }
 
-func (r Redis) redacted() Redis {
+// printed is r as it is printed and logged: secrets redacted, and TLS
+// shown as on whenever the edge will use it, so that what an operator reads
+// says whether the connection is encrypted (a rediss:// address alone
+// turns it on, with redis.tls.enabled left false).
+func (r Redis) printed() Redis {
+	if t, err := r.Target(); err == nil && t.TLS {
+		r.TLS.Enabled = true
+	}
 	if r.Password != "" {
 		r.Password = redactedSecret
 	}

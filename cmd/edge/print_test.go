@@ -60,3 +60,31 @@ func TestVersionFlag(t *testing.T) {
 		t.Fatalf("-version: %q, %v", out.String(), err)
 	}
 }
+
+// A rediss:// address turns TLS on as surely as redis.tls.enabled does: the
+// printed configuration says so, and loads back to the same connection.
+func TestCheckConfigPrintSaysTLSIsOnForARedissAddress(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "edge.yaml")
+	if err := os.WriteFile(file, []byte("upstream:\n  url: http://orgsvc:8082\noidc:\n  issuer_url: https://id.example.com/realms/x\n  audience: api\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, env := range []string{"EDGE_REDIS_ADDR", "EDGE_REDIS_CLUSTER_ADDRS"} {
+		t.Run(env, func(t *testing.T) {
+			t.Setenv(env, "rediss://redis.internal:6380")
+			var out bytes.Buffer
+			if err := run(context.Background(), []string{"-check-config", "-print", file}, &out); err != nil {
+				t.Fatal(err)
+			}
+			got, err := config.Parse(out.Bytes())
+			if err != nil {
+				t.Fatalf("the output does not load back: %v\n%s", err, out.String())
+			}
+			if !got.Redis.TLS.Enabled {
+				t.Fatalf("%s=rediss://… printed tls.enabled: false:\n%s", env, out.String())
+			}
+			if target, err := got.Redis.Target(); err != nil || !target.TLS {
+				t.Fatalf("the printed configuration connects without TLS: %+v, %v", target, err)
+			}
+		})
+	}
+}
