@@ -351,6 +351,13 @@ func TestDashboardAndAlertsUseExportedMetrics(t *testing.T) {
 	for _, labels := range exported {
 		labels["job"], labels["instance"] = true, true
 	}
+	// Recording rules export what they record, with the labels their
+	// expression sets or keeps by name.
+	for _, r := range alertRules(t) {
+		if r.Record != "" {
+			exported[r.Record] = recordedLabels(t, r.Expr)
+		}
+	}
 
 	problems := map[string][]string{}
 	for _, ex := range dashboardAndAlertExprs(t) {
@@ -385,6 +392,36 @@ func TestDashboardAndAlertsUseExportedMetrics(t *testing.T) {
 	for _, m := range msgs {
 		t.Errorf("%s; used by %s", m, strings.Join(dedupe(problems[m]), ", "))
 	}
+}
+
+// recordedLabels returns the label names a recording rule's expression
+// names as its output's: those label_replace sets and those its
+// aggregations keep (by).
+func recordedLabels(t *testing.T, e string) map[string]bool {
+	t.Helper()
+	ast, err := promParser.ParseExpr(e)
+	if err != nil {
+		t.Fatalf("recording rule %q: %v", e, err)
+	}
+	labels := map[string]bool{}
+	parser.Inspect(ast, func(n parser.Node, _ []parser.Node) error {
+		switch n := n.(type) {
+		case *parser.Call:
+			if n.Func.Name == "label_replace" {
+				if dst, ok := n.Args[1].(*parser.StringLiteral); ok {
+					labels[dst.Val] = true
+				}
+			}
+		case *parser.AggregateExpr:
+			if !n.Without {
+				for _, l := range n.Grouping {
+					labels[l] = true
+				}
+			}
+		}
+		return nil
+	})
+	return labels
 }
 
 func dedupe(s []string) []string {
@@ -601,18 +638,24 @@ func startRedisExporter(t *testing.T, addr string) string {
 	t.Helper()
 	bin := tool(t, "prometheus-redis-exporter", "redis_exporter")
 	listen := freeAddr(t)
+	return startDaemon(t, "http://"+listen, "/metrics", bin, "-redis.addr", "redis://"+addr, "-web.listen-address", listen)
+}
+
+// startDaemon runs bin with args until the test ends, waits until
+// url+readyPath answers 200, and returns url.
+func startDaemon(t *testing.T, url, readyPath, bin string, args ...string) string {
+	t.Helper()
 	var logs lockedBuffer
-	cmd := exec.Command(bin, "-redis.addr", "redis://"+addr, "-web.listen-address", listen)
+	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	url := "http://" + listen
 	deadline := time.Now().Add(20 * time.Second)
-	for httpStatus(url+"/metrics") != http.StatusOK {
+	for httpStatus(url+readyPath) != http.StatusOK {
 		if time.Now().After(deadline) {
-			t.Fatalf("redis_exporter not answering after 20s:\n%s", logs.String())
+			t.Fatalf("%s not answering %s after 20s:\n%s", filepath.Base(bin), readyPath, logs.String())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
