@@ -24,7 +24,40 @@ type Config struct {
 	// Operations is the operation table, one row per procedure of the API.
 	// Default DefaultOperations(); a list in the file replaces it whole.
 	Operations []Operation `yaml:"operations"`
-	Log        Log         `yaml:"log"`
+	// CORS lets pages on other origins call the API from a browser.
+	CORS CORS `yaml:"cors"`
+	Log  Log  `yaml:"log"`
+}
+
+// CORS says which pages on other origins may call the API from a browser
+// (docs/api.md, Browsers). It reloads with the policy.
+type CORS struct {
+	// AllowedOrigins are the origins whose pages may call the API: exact
+	// origins ("https://app.example.com", scheme, host and port as the
+	// browser sends them), patterns with one "*" leading the host
+	// ("https://*.example.com": any subdomain, not example.com itself), or
+	// "*" alone for any origin. Empty (the default): no CORS; browsers
+	// allow same-origin pages only.
+	AllowedOrigins []string `yaml:"allowed_origins"`
+	// MaxAge is how long a browser may keep a preflight's answer, in whole
+	// seconds. Default 2h (Chromium's own cap). 0: browsers ask every time.
+	MaxAge time.Duration `yaml:"max_age"`
+	// AllowCredentials lets pages send cookies and TLS client certificates.
+	// The API authenticates with bearer tokens, which need no such thing:
+	// off unless set. Not with "*".
+	AllowCredentials bool `yaml:"allow_credentials"`
+	// PreflightLimit bounds the preflight requests per client address.
+	PreflightLimit PreflightLimit `yaml:"preflight_limit"`
+}
+
+// PreflightLimit is a token bucket per client address, taken from by every
+// preflight (OPTIONS) request: while a client's bucket is empty, its
+// preflights are refused with 429.
+type PreflightLimit struct {
+	// PerMinute refills the bucket. 0 turns the limit off. Default 600.
+	PerMinute int `yaml:"per_minute"`
+	// Burst is the bucket's size. Default 100.
+	Burst int `yaml:"burst"`
 }
 
 // Listen is the API listener.

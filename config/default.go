@@ -99,6 +99,10 @@ func Default() *Config {
 			LocalShare:        0.5,
 		},
 		Operations: DefaultOperations(),
+		CORS: CORS{
+			MaxAge:         2 * time.Hour,
+			PreflightLimit: PreflightLimit{PerMinute: 600, Burst: 100},
+		},
 		Log: Log{
 			Format:      "json",
 			Level:       "info",

@@ -146,6 +146,9 @@ func parse(data []byte) (*Config, *lineIndex, error) {
 	if len(c.Listen.ConnectionBoundExempt) == 0 {
 		c.Listen.ConnectionBoundExempt = nil
 	}
+	if len(c.CORS.AllowedOrigins) == 0 {
+		c.CORS.AllowedOrigins = nil // "allowed_origins: []": no CORS
+	}
 	if len(c.Limits.SubjectPlans) == 0 {
 		c.Limits.SubjectPlans = nil // "subject_plans: {}" likewise
 	}

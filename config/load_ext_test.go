@@ -83,7 +83,7 @@ func TestUnknownFieldIsNamedWithItsLine(t *testing.T) {
 		{"listen:\n  addr: 127.0.0.1:8080\n  adress: x\n",
 			"line 3: listen.adress: unknown field; expected one of addr, tls, read_header_timeout, idle_timeout, max_header_bytes, shutdown_grace"},
 		{"upstreams:\n  url: http://x:1\n",
-			"line 1: upstreams: unknown field; expected one of listen, admin, upstream, oidc, requests, redis, limits, idempotency, operations, log"},
+			"line 1: upstreams: unknown field; expected one of listen, admin, upstream, oidc, requests, redis, limits, idempotency, operations, cors, log"},
 		{"listen:\n  tls:\n    cert: a.pem\n",
 			"line 3: listen.tls.cert: unknown field; expected one of cert_file, key_file"},
 		{"operations:\n  - procedure: /svc.v1.UsageService/GetUsage\n    roles: [svc-admin]\n",

@@ -125,6 +125,7 @@ func (c *Config) Validate() error {
 	checkLimits(&p, c.Limits)
 	checkIdempotency(&p, c.Idempotency)
 	checkOperations(&p, c.Operations)
+	checkCORS(&p, c.CORS)
 
 	switch c.Log.Format {
 	case "json", "text":
@@ -576,5 +577,42 @@ func checkIdempotency(p *problems, i Idempotency) {
 	}
 	if i.OnRedisFailure != FailOpen && i.OnRedisFailure != FailClosed {
 		p.add("idempotency.on_redis_failure", "must be %s or %s, not %q", FailOpen, FailClosed, i.OnRedisFailure)
+	}
+}
+
+// checkCORS checks the origins' form: a browser sends an origin as
+// scheme://host[:port], lower case, with nothing after it, so an entry of
+// another form would never match and is a mistake.
+func checkCORS(p *problems, c CORS) {
+	for i, o := range c.AllowedOrigins {
+		path := fmt.Sprintf("cors.allowed_origins[%d]", i)
+		if o == "*" {
+			if len(c.AllowedOrigins) > 1 {
+				p.add(path, `"*" allows every origin: list it alone`)
+			}
+			if c.AllowCredentials {
+				p.add("cors.allow_credentials", `must be false with "*" in cors.allowed_origins: browsers refuse credentials for any origin`)
+			}
+			continue
+		}
+		host := strings.Replace(o, "://*.", "://x.", 1)
+		u, err := url.Parse(host)
+		switch {
+		case err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Host == "" || host != u.Scheme+"://"+u.Host:
+			p.add(path, "must be an origin, scheme://host[:port] with no path, as https://app.example.com or https://*.example.com, not %q", o)
+		case strings.Contains(host, "*"):
+			p.add(path, `may have one "*", leading the host (https://*.example.com), not %q`, o)
+		case o != strings.ToLower(o):
+			p.add(path, "must be lower case, as browsers send origins, not %q", o)
+		}
+	}
+	if c.MaxAge < 0 {
+		p.add("cors.max_age", "must be 0 or positive, not %s", c.MaxAge)
+	}
+	switch pl := c.PreflightLimit; {
+	case pl.PerMinute < 0:
+		p.add("cors.preflight_limit.per_minute", "must be 0 (off) or more, not %d", pl.PerMinute)
+	case pl.PerMinute > 0 && pl.Burst < 1:
+		p.add("cors.preflight_limit.burst", "must be at least 1, not %d", pl.Burst)
 	}
 }

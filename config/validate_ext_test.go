@@ -118,6 +118,14 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"refused cache negative", func(c *config.Config) { c.OIDC.RefusedTokenCacheSize = -1 }, `oidc.refused_token_cache_size: must be 0 (off) or more, not -1`},
 		{"failure limit negative", func(c *config.Config) { c.OIDC.FailureLimit.PerMinute = -1 }, `oidc.failure_limit.per_minute: must be 0 (off) or more, not -1`},
 		{"failure limit without burst", func(c *config.Config) { c.OIDC.FailureLimit.Burst = 0 }, `oidc.failure_limit.burst: must be at least 1, not 0`},
+		{"cors origin with path", func(c *config.Config) { c.CORS.AllowedOrigins = []string{"https://app.example.com/"} }, `cors.allowed_origins[0]: must be an origin, scheme://host[:port] with no path, as https://app.example.com or https://*.example.com, not "https://app.example.com/"`},
+		{"cors origin without scheme", func(c *config.Config) { c.CORS.AllowedOrigins = []string{"app.example.com"} }, `cors.allowed_origins[0]: must be an origin, scheme://host[:port] with no path, as https://app.example.com or https://*.example.com, not "app.example.com"`},
+		{"cors star inside host", func(c *config.Config) { c.CORS.AllowedOrigins = []string{"https://app.*.example.com"} }, `cors.allowed_origins[0]: may have one "*", leading the host (https://*.example.com), not "https://app.*.example.com"`},
+		{"cors upper case", func(c *config.Config) { c.CORS.AllowedOrigins = []string{"https://App.example.com"} }, `cors.allowed_origins[0]: must be lower case, as browsers send origins, not "https://App.example.com"`},
+		{"cors star with others", func(c *config.Config) { c.CORS.AllowedOrigins = []string{"https://a.example.com", "*"} }, `cors.allowed_origins[1]: "*" allows every origin: list it alone`},
+		{"cors star with credentials", func(c *config.Config) { c.CORS.AllowedOrigins, c.CORS.AllowCredentials = []string{"*"}, true }, `cors.allow_credentials: must be false with "*" in cors.allowed_origins: browsers refuse credentials for any origin`},
+		{"cors max age negative", func(c *config.Config) { c.CORS.MaxAge = -time.Second }, `cors.max_age: must be 0 or positive, not -1s`},
+		{"cors preflight limit without burst", func(c *config.Config) { c.CORS.PreflightLimit.Burst = 0 }, `cors.preflight_limit.burst: must be at least 1, not 0`},
 		{"client header without proxies", func(c *config.Config) { c.Listen.ClientAddress.Header = "X-Real-IP" }, `listen.client_address.trusted_proxies: must list the proxies that set X-Real-IP: any other peer could forge it`},
 		{"proxies without header", func(c *config.Config) { c.Listen.ClientAddress.TrustedProxies = []string{"10.0.0.0/8"} }, `listen.client_address.header: must be set with trusted_proxies`},
 		{"bad proxy", func(c *config.Config) {
@@ -291,6 +299,11 @@ func TestValidateAcceptsTheOtherForms(t *testing.T) {
 			}
 		}},
 		{"rate on a stream", func(c *config.Config) { c.Operations[6].RatePerMinute = 5 }},
+		{"cors origins", func(c *config.Config) {
+			c.CORS.AllowedOrigins = []string{"https://console.example.com", "https://*.example.com", "http://127.0.0.1:3000"}
+			c.CORS.AllowCredentials = true
+		}},
+		{"cors any origin", func(c *config.Config) { c.CORS.AllowedOrigins = []string{"*"} }},
 	}
 	for _, tt := range tests {
 		c := valid()

@@ -39,6 +39,12 @@ type Config struct {
 	// DisablePlanUsers turns off the generated load-test users (see
 	// [PlanUserPassword]); only the listed Users can then log in.
 	DisablePlanUsers bool
+	// AllowAnyOrigin lets a page on any origin call the issuer from a
+	// browser (CORS): the discovery document, the JWKS, the token and
+	// device authorization endpoints, as Keycloak's "Web origins: +" does
+	// for a client. The development mode sets it, so that a page can fetch
+	// a token.
+	AllowAnyOrigin bool
 	// Now is the clock for iat and exp. Default time.Now.
 	Now func() time.Time
 }

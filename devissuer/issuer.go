@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/rs/cors"
 )
 
 // Paths under the issuer URL, as Keycloak serves them.
@@ -27,7 +29,7 @@ type Issuer struct {
 	users   map[string]User
 	keys    keyring
 	devices devices
-	mux     *http.ServeMux
+	handler http.Handler
 }
 
 // New returns an issuer reachable at baseURL (scheme, host and optional path
@@ -59,13 +61,20 @@ func New(baseURL string, cfg Config) (*Issuer, error) {
 	}
 
 	p := issuerURL.Path
-	iss.mux = http.NewServeMux()
-	iss.mux.HandleFunc("GET "+p+discoveryPath, iss.serveDiscovery)
-	iss.mux.HandleFunc("GET "+p+certsPath, iss.serveCerts)
-	iss.mux.HandleFunc("POST "+p+tokenPath, iss.serveToken)
-	iss.mux.HandleFunc("POST "+p+deviceAuthPath, iss.serveDeviceAuthorization)
-	iss.mux.HandleFunc("GET "+p+devicePagePath, iss.serveDevicePage)
-	iss.mux.HandleFunc("POST "+p+devicePagePath, iss.serveDeviceDecision)
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+p+discoveryPath, iss.serveDiscovery)
+	mux.HandleFunc("GET "+p+certsPath, iss.serveCerts)
+	mux.HandleFunc("POST "+p+tokenPath, iss.serveToken)
+	mux.HandleFunc("POST "+p+deviceAuthPath, iss.serveDeviceAuthorization)
+	mux.HandleFunc("GET "+p+devicePagePath, iss.serveDevicePage)
+	mux.HandleFunc("POST "+p+devicePagePath, iss.serveDeviceDecision)
+	iss.handler = mux
+	if cfg.AllowAnyOrigin {
+		iss.handler = cors.New(cors.Options{
+			AllowedMethods: []string{http.MethodGet, http.MethodPost},
+			AllowedHeaders: []string{"Content-Type", "Authorization"},
+		}).Handler(mux)
+	}
 	return iss, nil
 }
 
@@ -98,7 +107,7 @@ func (iss *Issuer) URL() string { return iss.url }
 
 // ServeHTTP serves the discovery document, the JWKS, the token endpoint and
 // the device authorization grant's endpoint and page.
-func (iss *Issuer) ServeHTTP(w http.ResponseWriter, r *http.Request) { iss.mux.ServeHTTP(w, r) }
+func (iss *Issuer) ServeHTTP(w http.ResponseWriter, r *http.Request) { iss.handler.ServeHTTP(w, r) }
 
 // KeyID returns the kid of the key that signs new tokens.
 func (iss *Issuer) KeyID() string { return iss.keys.currentKID() }

@@ -61,7 +61,10 @@ func startDev(ctx context.Context, dataDir, version string) (*devStack, error) {
 		}
 	}()
 	var err error
-	if d.issuer, err = devissuer.Start(devIssuerAddr, devissuer.DefaultConfig()); err != nil {
+	// A page on any origin may fetch a token and call the API.
+	issCfg := devissuer.DefaultConfig()
+	issCfg.AllowAnyOrigin = true
+	if d.issuer, err = devissuer.Start(devIssuerAddr, issCfg); err != nil {
 		return nil, fmt.Errorf("development issuer on %s: %w", devIssuerAddr, err)
 	}
 	cfg := config.Default()
@@ -74,6 +77,7 @@ func startDev(ctx context.Context, dataDir, version string) (*devStack, error) {
 	// production issuer's audience mapper makes them.
 	cfg.OIDC.Audience = devissuer.DefaultAudience
 	cfg.Log.Format = "text"
+	cfg.CORS.AllowedOrigins = []string{"*"}
 	cfg.ApplyEnv(os.Getenv)
 	if d.dataDir == "" {
 		if d.tmpDir, err = os.MkdirTemp("", "edge-dev-"); err != nil {

@@ -174,3 +174,39 @@ func TestDevModeBannerNamesTheRedisItUses(t *testing.T) {
 		t.Fatalf("the banner's Redis line is %q, want %s from EDGE_REDIS_ADDR and no embedded store:\n%s", line, addr, banner)
 	}
 }
+
+// TestDevModeAnyOriginMayFetchATokenAndCallTheAPI: in the development
+// mode a page on any origin gets a token from the issuer and its preflight
+// and call answered by the edge, readable (Access-Control-Allow-Origin: *).
+func TestDevModeAnyOriginMayFetchATokenAndCallTheAPI(t *testing.T) {
+	runDev(t)
+	const origin = "http://127.0.0.2:3000"
+	do := func(method, url, contentType, body string, header ...string) *http.Response {
+		t.Helper()
+		r, _ := http.NewRequestWithContext(t.Context(), method, url, strings.NewReader(body))
+		r.Header.Set("Origin", origin)
+		if contentType != "" {
+			r.Header.Set("Content-Type", contentType)
+		}
+		for i := 0; i+1 < len(header); i += 2 {
+			r.Header.Set(header[i], header[i+1])
+		}
+		res, err := http.DefaultClient.Do(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = res.Body.Close()
+		return res
+	}
+	for what, res := range map[string]*http.Response{
+		"token endpoint": do("POST", "http://"+devIssuerAddr+"/realms/dev/protocol/openid-connect/token", "application/x-www-form-urlencoded",
+			"grant_type=client_credentials&client_id=svc-viewer&client_secret=dev-secret"),
+		"edge preflight": do("OPTIONS", "http://"+devAPIAddr+"/svc.v1.OrganizationService/ListOrganizations", "", "",
+			"Access-Control-Request-Method", "POST", "Access-Control-Request-Headers", "authorization,content-type"),
+		"edge refusal": do("POST", "http://"+devAPIAddr+"/svc.v1.OrganizationService/ListOrganizations", "application/json", "{}"),
+	} {
+		if got := res.Header.Get("Access-Control-Allow-Origin"); got != "*" {
+			t.Errorf("%s: %d, Access-Control-Allow-Origin %q, want *", what, res.StatusCode, got)
+		}
+	}
+}

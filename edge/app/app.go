@@ -26,6 +26,7 @@ import (
 	"github.com/orgedge/edge/edge/authn"
 	"github.com/orgedge/edge/edge/classify"
 	"github.com/orgedge/edge/edge/conns"
+	"github.com/orgedge/edge/edge/cors"
 	"github.com/orgedge/edge/edge/idempotency"
 	"github.com/orgedge/edge/edge/limits"
 	"github.com/orgedge/edge/edge/observe"
@@ -164,6 +165,7 @@ func New(cfg *config.Config, log *slog.Logger, version string, opts ...Option) (
 		return nil, err
 	}
 	a.edge = handler
+	a.cors = cors.New(cfg.CORS, clientAddr)
 	checks := []admin.Check{{Name: "issuer", Func: verifier.Ready}}
 	if cfg.Limits.OnRedisFailure == config.FailClosed {
 		// Under fail_closed a replica that cannot reach Redis refuses every
@@ -207,7 +209,7 @@ func New(cfg *config.Config, log *slog.Logger, version string, opts ...Option) (
 	resets := conns.Resets{Max: cfg.Listen.MaxResetsPerConnection, OnClose: connsClosed.WithLabelValues("resets").Inc}
 	a.api = &http.Server{
 		Addr:              cfg.Listen.Addr,
-		Handler:           resets.Wrap(handler),
+		Handler:           resets.Wrap(a.cors.Wrap(handler)),
 		ConnContext:       conns.ConnContext,
 		Protocols:         &protocols,
 		ReadHeaderTimeout: cfg.Listen.ReadHeaderTimeout,

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/orgedge/edge/config"
+	"github.com/orgedge/edge/edge/cors"
 	"github.com/orgedge/edge/edge/limits"
 )
 
@@ -89,8 +90,10 @@ func (a *App) apply(cfg *config.Config) {
 	a.reloads.lastOK.Set(1)
 	a.log.Info("config reloaded: new policy applies to new calls",
 		"default_plan", cfg.Limits.DefaultPlan, "plans", len(cfg.Limits.Plans),
-		"subject_plans", len(cfg.Limits.SubjectPlans), "subject_quotas", len(cfg.Limits.SubjectQuotas))
+		"subject_plans", len(cfg.Limits.SubjectPlans), "subject_quotas", len(cfg.Limits.SubjectQuotas),
+		"cors_allowed_origins", len(cfg.CORS.AllowedOrigins))
 	a.limits.SetLive(p)
+	a.cors.Set(cfg.CORS)
 }
 
 // needRestart names the settings of next that differ from running and that
@@ -173,4 +176,5 @@ type reloadState struct {
 	reloadMu sync.Mutex
 	reloads  *reloadMetrics
 	limits   *limits.Step
+	cors     *cors.Step
 }

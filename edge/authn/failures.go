@@ -97,3 +97,26 @@ func (l *failureLimiter) fail(addr netip.Addr, now time.Time) {
 	l.refill(b, now)
 	b.tokens = max(0, b.tokens-1)
 }
+
+// AddressLimit is a token bucket per client address, in memory, the same
+// as the bound on failed authentications: for other requests that a client
+// could send without end and that cost the edge something before any
+// token is checked (CORS preflights).
+type AddressLimit struct{ l *failureLimiter }
+
+// NewAddressLimit returns buckets of burst tokens, refilled at perMinute.
+// perMinute and burst must be positive.
+func NewAddressLimit(perMinute, burst int) *AddressLimit {
+	return &AddressLimit{newFailureLimiter(perMinute, burst)}
+}
+
+// Take takes a token from addr's bucket and returns 0, or, when the bucket
+// is empty, takes none and returns how long until it has one.
+func (a *AddressLimit) Take(addr netip.Addr) time.Duration {
+	now := time.Now()
+	if wait := a.l.wait(addr, now); wait > 0 {
+		return wait
+	}
+	a.l.fail(addr, now)
+	return 0
+}
