@@ -32,6 +32,7 @@ import (
 	"github.com/orgedge/edge/edge/observe"
 	"github.com/orgedge/edge/edge/quota"
 	"github.com/orgedge/edge/edge/ratelimit"
+	"github.com/orgedge/edge/edge/reflection"
 	"github.com/orgedge/edge/identity"
 )
 
@@ -166,6 +167,7 @@ func New(cfg *config.Config, log *slog.Logger, version string, opts ...Option) (
 	}
 	a.edge = handler
 	a.cors = cors.New(cfg.CORS, clientAddr)
+	reflect := reflection.New(reflection.Options{Auth: auth, Timeout: cfg.Requests.MaxUnaryTimeout, MaxBytes: int64(cfg.Requests.MaxBodyBytes)})
 	checks := []admin.Check{{Name: "issuer", Func: verifier.Ready}}
 	if cfg.Limits.OnRedisFailure == config.FailClosed {
 		// Under fail_closed a replica that cannot reach Redis refuses every
@@ -209,7 +211,7 @@ func New(cfg *config.Config, log *slog.Logger, version string, opts ...Option) (
 	resets := conns.Resets{Max: cfg.Listen.MaxResetsPerConnection, OnClose: connsClosed.WithLabelValues("resets").Inc}
 	a.api = &http.Server{
 		Addr:              cfg.Listen.Addr,
-		Handler:           resets.Wrap(a.cors.Wrap(handler)),
+		Handler:           resets.Wrap(a.cors.Wrap(reflect.Wrap(handler))),
 		ConnContext:       conns.ConnContext,
 		Protocols:         &protocols,
 		ReadHeaderTimeout: cfg.Listen.ReadHeaderTimeout,
