@@ -33,6 +33,7 @@ import (
 	"github.com/orgedge/edge/edge/quota"
 	"github.com/orgedge/edge/edge/ratelimit"
 	"github.com/orgedge/edge/edge/reflection"
+	"github.com/orgedge/edge/edge/webtext"
 	"github.com/orgedge/edge/identity"
 )
 
@@ -211,7 +212,7 @@ func New(cfg *config.Config, log *slog.Logger, version string, opts ...Option) (
 	resets := conns.Resets{Max: cfg.Listen.MaxResetsPerConnection, OnClose: connsClosed.WithLabelValues("resets").Inc}
 	a.api = &http.Server{
 		Addr:              cfg.Listen.Addr,
-		Handler:           resets.Wrap(a.cors.Wrap(reflect.Wrap(handler))),
+		Handler:           resets.Wrap(a.cors.Wrap(webtext.Wrap(reflect.Wrap(handler)))),
 		ConnContext:       conns.ConnContext,
 		Protocols:         &protocols,
 		ReadHeaderTimeout: cfg.Listen.ReadHeaderTimeout,

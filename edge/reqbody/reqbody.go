@@ -37,6 +37,12 @@ type Options struct {
 // ErrTooLarge is what a read returns past the size bound.
 var ErrTooLarge = errors.New("request body too large")
 
+// ErrMalformed is what a step that decodes the body before the chain reads
+// it (gRPC-Web text's base64) wraps in a read error when the client sent
+// bytes that do not decode: the call is refused as invalid_argument, not
+// blamed on the backend.
+var ErrMalformed = errors.New("request body malformed")
+
 // Body is the bounds of one call's body.
 type Body struct {
 	o         Options
@@ -65,7 +71,7 @@ func Bound(w http.ResponseWriter, r *http.Request, streaming bool, o Options) *B
 // missed its deadline. Safe from any goroutine (the proxy reads the body in
 // the transport's); false on a nil Body.
 func (b *Body) Cut() bool {
-	return b != nil && (b.sized.over.Load() || b.timed.Expired())
+	return b != nil && (b.sized.over.Load() || b.sized.malformed.Load() || b.timed.Expired())
 }
 
 // Refusal is the error to answer for a call whose forwarding failed with
@@ -76,6 +82,8 @@ func (b *Body) Refusal(err error) *connect.Error {
 		return nil
 	case errors.Is(err, ErrTooLarge) || b.sized.over.Load():
 		return TooLarge(b.o.MaxBytes)
+	case errors.Is(err, ErrMalformed) || b.sized.malformed.Load():
+		return apierror.New(connect.CodeInvalidArgument, "MALFORMED_REQUEST_BODY", "the request body could not be decoded (gRPC-Web text: not base64 in padded chunks)")
 	case errors.Is(err, bodydeadline.ErrTimeout) || b.timed.Expired():
 		msg := fmt.Sprintf("the request body did not arrive within %s", b.o.Timeout)
 		if b.streaming {
@@ -118,8 +126,9 @@ func TooLarge(limit int64) *connect.Error {
 // reads at most one byte past the bound, and passes none of it on.
 type sized struct {
 	io.ReadCloser
-	left int64
-	over atomic.Bool // the body passed the bound
+	left      int64
+	over      atomic.Bool // the body passed the bound
+	malformed atomic.Bool // the body did not decode (ErrMalformed)
 }
 
 func (b *sized) Read(p []byte) (int, error) {
@@ -130,6 +139,9 @@ func (b *sized) Read(p []byte) (int, error) {
 		p = p[:b.left+1]
 	}
 	n, err := b.ReadCloser.Read(p)
+	if err != nil && errors.Is(err, ErrMalformed) {
+		b.malformed.Store(true)
+	}
 	b.left -= int64(n)
 	if b.left < 0 {
 		b.over.Store(true)
