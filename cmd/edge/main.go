@@ -25,6 +25,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/orgedge/edge/config"
 	"github.com/orgedge/edge/edge/app"
 	"github.com/orgedge/edge/edge/observe"
@@ -141,6 +143,10 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	defer logs.Close()
 	log := newLogger(cfg.Log, logs)
 	slog.SetDefault(log)
+	// go-redis writes its own lines (failed dials, Sentinel's changes of
+	// master) to stderr in plain text: into the structured log instead,
+	// a few a minute at most.
+	redis.SetLogger(observe.NewRedisLog(log, 0, 0))
 
 	app, err := app.New(cfg, log, version(), app.WithLogWriter(logs), app.WithTracerProvider(tracing))
 	if err != nil {
