@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/orgedge/edge/config"
 )
 
@@ -44,6 +46,10 @@ type breaker struct {
 	failures int
 	openedAt time.Time
 	downAt   time.Time // when the current outage began
+	// answering: the last failure was Redis's own error reply (OOM when it
+	// is full under noeviction), not a lost connection or a timeout: Redis
+	// is there and serves reads.
+	answering bool
 }
 
 // acquire reports whether a call may go to Redis now.
@@ -67,7 +73,7 @@ func (b *breaker) acquire(now time.Time) bool {
 func (b *breaker) succeed(now time.Time) (down time.Duration, recovered bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.failures = 0
+	b.failures, b.answering = 0, false
 	if b.state == BreakerClosed {
 		return 0, false
 	}
@@ -75,12 +81,13 @@ func (b *breaker) succeed(now time.Time) (down time.Duration, recovered bool) {
 	return now.Sub(b.downAt), true
 }
 
-// fail records a failed call; it reports whether the breaker opened from
-// closed.
-func (b *breaker) fail(now time.Time) (opened bool) {
+// fail records a failed call, answered (an error reply of Redis's own) or
+// not; it reports whether the breaker opened from closed.
+func (b *breaker) fail(now time.Time, answered bool) (opened bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.failures++
+	b.answering = answered
 	switch {
 	case b.state == BreakerHalfOpen:
 		b.state, b.openedAt = BreakerOpen, now
@@ -101,17 +108,79 @@ func (b *breaker) abandon() {
 	}
 }
 
+// readable reports whether a read may go to Redis now: while calls go, and
+// while the breaker is open because Redis refused writes with an answer of
+// its own. Reads never probe: only a write closes the breaker.
+func (b *breaker) readable() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.state == BreakerClosed || b.answering
+}
+
+// lost records a read that failed while the breaker was open: Redis no
+// longer answers, so reads stop too.
+func (b *breaker) lost(answered bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.answering = b.answering && answered
+}
+
+// answered reports whether err is an error reply of Redis's own: Redis is
+// reachable and answering.
+func answered(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re)
+}
+
 func (b *breaker) State() BreakerState {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.state
 }
 
-// call runs f against Redis under the breaker and the Limiter's deadline.
+// read runs f, which only reads, against Redis under the Limiter's
+// deadline, when the breaker lets reads through (readable): a Redis that is
+// full still serves them. Under a closed breaker it counts like any call.
 // It returns when the deadline passes even if f has not (a client without
 // ContextTimeoutEnabled keeps reading until its own ReadTimeout).
-func call[T any](l *Limiter, ctx context.Context, f func(context.Context) (T, error)) (T, error) {
-	return callAsync(l, ctx, func(ctx context.Context, deadline time.Time) <-chan result[T] {
+func read[T any](l *Limiter, ctx context.Context, f func(context.Context) (T, error)) (T, error) {
+	var zero T
+	if !l.breaker.readable() {
+		return zero, errOpen
+	}
+	if l.breaker.State() == BreakerClosed {
+		return callAsync(l, ctx, asyncOf(f))
+	}
+	l.stats.redisCalls.Add(1)
+	r := await(ctx, asyncOf(f)(ctx, time.Now().Add(l.opts.Timeout)), l.opts.Timeout)
+	switch {
+	case r.err == nil:
+		return r.v, nil
+	case ctx.Err() != nil:
+		return zero, r.err
+	}
+	l.stats.redisErrors.Add(1)
+	l.breaker.lost(answered(r.err))
+	return zero, fmt.Errorf("redis: %w", r.err)
+}
+
+// await waits for done, at most timeout and while ctx lasts.
+func await[T any](ctx context.Context, done <-chan result[T], timeout time.Duration) result[T] {
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case r := <-done:
+		return r
+	case <-ctx.Done():
+		return result[T]{err: fmt.Errorf("no answer from redis within %v: %w", timeout, ctx.Err())}
+	case <-timer.C:
+		return result[T]{err: fmt.Errorf("no answer from redis within %v: %w", timeout, context.DeadlineExceeded)}
+	}
+}
+
+// asyncOf runs f on a goroutine of its own, under deadline.
+func asyncOf[T any](f func(context.Context) (T, error)) func(ctx context.Context, deadline time.Time) <-chan result[T] {
+	return func(ctx context.Context, deadline time.Time) <-chan result[T] {
 		done := make(chan result[T], 1)
 		go func() {
 			ctx, cancel := context.WithDeadline(ctx, deadline)
@@ -120,7 +189,7 @@ func call[T any](l *Limiter, ctx context.Context, f func(context.Context) (T, er
 			done <- result[T]{v, err}
 		}()
 		return done
-	})
+	}
 }
 
 type result[T any] struct {
@@ -128,7 +197,8 @@ type result[T any] struct {
 	err error
 }
 
-// callAsync is call for work that answers on a channel (the batcher's).
+// callAsync runs work that answers on a channel (the batcher's) under the
+// breaker and the Limiter's deadline.
 // start gets the caller's context and the Limiter's deadline, separately:
 // a context of its own per call would cost the hot path a timer, a
 // context and a registration with the caller's.
@@ -138,17 +208,7 @@ func callAsync[T any](l *Limiter, ctx context.Context, start func(ctx context.Co
 		return zero, errOpen
 	}
 	l.stats.redisCalls.Add(1)
-	timer := time.NewTimer(l.opts.Timeout)
-	defer timer.Stop()
-	done := start(ctx, time.Now().Add(l.opts.Timeout))
-	var r result[T]
-	select {
-	case r = <-done:
-	case <-ctx.Done():
-		r.err = fmt.Errorf("no answer from redis within %v: %w", l.opts.Timeout, ctx.Err())
-	case <-timer.C:
-		r.err = fmt.Errorf("no answer from redis within %v: %w", l.opts.Timeout, context.DeadlineExceeded)
-	}
+	r := await(ctx, start(ctx, time.Now().Add(l.opts.Timeout)), l.opts.Timeout)
 	now := l.opts.Now()
 	switch {
 	case r.err == nil:
@@ -161,7 +221,7 @@ func callAsync[T any](l *Limiter, ctx context.Context, start func(ctx context.Co
 		return zero, r.err
 	}
 	l.stats.redisErrors.Add(1)
-	if l.breaker.fail(now) {
+	if l.breaker.fail(now, answered(r.err)) {
 		l.stats.breakerOpens.Add(1)
 		l.opts.Logger.Warn("ratelimit: redis unavailable; circuit breaker open",
 			"err", r.err, "on_redis_failure", l.failureMode(), "cooldown", l.opts.Cooldown)

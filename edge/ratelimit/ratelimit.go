@@ -271,7 +271,7 @@ type Usage struct{ Today, Month int64 }
 // while Redis failed are not counted.
 func (l *Limiter) Usage(ctx context.Context, subject string) (Usage, error) {
 	k := keysFor(l.opts.KeyPrefix, Request{Subject: subject}, l.opts.Now())
-	u, err := call(l, ctx, func(ctx context.Context) (Usage, error) {
+	u, err := read(l, ctx, func(ctx context.Context) (Usage, error) {
 		v, err := l.rdb.MGet(ctx, k.day, k.month).Result()
 		if err != nil {
 			return Usage{}, err
