@@ -467,6 +467,10 @@ type Idempotency struct {
 	// MaxResponseBytes bounds a stored answer; a larger one is not replayed
 	// (duplicates get failed_precondition) and never runs twice. Default 1 MiB.
 	MaxResponseBytes ByteSize `yaml:"max_response_bytes"`
+	// MaxKeysPerSubject bounds the keys one subject holds at once (in
+	// flight, or kept for the TTL): a new key past it is refused with
+	// resource_exhausted until the oldest expires. Default 10000.
+	MaxKeysPerSubject int `yaml:"max_keys_per_subject"`
 	// OnRedisFailure is fail_closed (default: keyed calls get unavailable)
 	// or fail_open (forwarded without idempotency).
 	OnRedisFailure FailureMode `yaml:"on_redis_failure"`

@@ -59,10 +59,11 @@ func Default() *Config {
 			MinIdleConns: 32,
 		},
 		Idempotency: Idempotency{
-			TTL:              24 * time.Hour,
-			Lease:            time.Minute,
-			MaxResponseBytes: MiB,
-			OnRedisFailure:   FailClosed,
+			TTL:               24 * time.Hour,
+			Lease:             time.Minute,
+			MaxResponseBytes:  MiB,
+			MaxKeysPerSubject: 10000,
+			OnRedisFailure:    FailClosed,
 		},
 		Limits: Limits{
 			DefaultPlan: "free",

@@ -575,6 +575,9 @@ func checkIdempotency(p *problems, i Idempotency) {
 	if i.MaxResponseBytes < KiB || i.MaxResponseBytes > 64*MiB {
 		p.add("idempotency.max_response_bytes", "must be between 1KiB and 64MiB, not %s", i.MaxResponseBytes)
 	}
+	if i.MaxKeysPerSubject < 1 || i.MaxKeysPerSubject > 10_000_000 {
+		p.add("idempotency.max_keys_per_subject", "must be between 1 and 10000000, not %d", i.MaxKeysPerSubject)
+	}
 	if i.OnRedisFailure != FailOpen && i.OnRedisFailure != FailClosed {
 		p.add("idempotency.on_redis_failure", "must be %s or %s, not %q", FailOpen, FailClosed, i.OnRedisFailure)
 	}

@@ -149,7 +149,7 @@ func New(cfg *config.Config, log *slog.Logger, version string, opts ...Option) (
 	})
 	a.limits = step
 	idem := idempotency.New(a.redis, idempotency.Options{
-		TTL: cfg.Idempotency.TTL, Lease: cfg.Idempotency.Lease, MaxResponseBytes: int(cfg.Idempotency.MaxResponseBytes),
+		TTL: cfg.Idempotency.TTL, Lease: cfg.Idempotency.Lease, MaxResponseBytes: int(cfg.Idempotency.MaxResponseBytes), MaxKeysPerSubject: cfg.Idempotency.MaxKeysPerSubject,
 		MaxRequestBytes: int64(cfg.Requests.MaxBodyBytes), Timeout: callTimeout,
 		OnRedisFailure: cfg.Idempotency.OnRedisFailure, Logger: log, KeyPrefix: cfg.Redis.KeyPrefix,
 	})

@@ -176,6 +176,8 @@ const (
 	ReasonReused      = "IDEMPOTENCY_KEY_REUSED"
 	ReasonNotStored   = "IDEMPOTENCY_RESPONSE_NOT_STORED"
 	ReasonUnavailable = "IDEMPOTENCY_UNAVAILABLE"
+	// ReasonKeysExhausted: the subject holds the most keys it may.
+	ReasonKeysExhausted = "IDEMPOTENCY_KEYS_EXHAUSTED"
 )
 
 // Outcome is what the step did with a call, for metrics and spans.
@@ -202,10 +204,17 @@ const (
 	TooLarge Outcome = "too_large"
 	// Invalid: the header's value is not a key (invalid_argument).
 	Invalid Outcome = "invalid"
+	// KeysExhausted: a new key of a subject that holds the most keys it
+	// may (resource_exhausted); the call did not run.
+	KeysExhausted Outcome = "keys_exhausted"
 	// Unavailable: Redis failed; the call was refused (unavailable), or
 	// forwarded without idempotency under FailOpen.
 	Unavailable Outcome = "unavailable"
 )
+
+// DefaultMaxKeysPerSubject is how many keys one subject holds at once by
+// default: with answers of about 1 KB, about 10 MB of Redis per subject.
+const DefaultMaxKeysPerSubject = 10000
 
 // Options configure a Step. Zero values take the defaults.
 type Options struct {
@@ -221,6 +230,11 @@ type Options struct {
 	// MaxRequestBytes bounds the body read for the fingerprint; a larger one
 	// is refused with resource_exhausted. Default 4 MiB.
 	MaxRequestBytes int64
+	// MaxKeysPerSubject bounds the keys one subject holds at once (in
+	// flight or kept for the TTL); a new key past it is refused with
+	// resource_exhausted (ReasonKeysExhausted) until the oldest expires.
+	// Default DefaultMaxKeysPerSubject; negative: no bound.
+	MaxKeysPerSubject int
 	// Timeout bounds each Redis call. Default 50ms.
 	Timeout time.Duration
 	// OnRedisFailure is config.FailOpen to forward calls without
@@ -252,7 +266,8 @@ type Step struct {
 // New returns a step keeping its state in client (one Redis or a cluster).
 func New(client redis.UniversalClient, opts Options) *Step {
 	s := &Step{
-		store:       store{rdb: client, timeout: or(opts.Timeout, 50*time.Millisecond)},
+		store: store{rdb: client, timeout: or(opts.Timeout, 50*time.Millisecond), now: time.Now,
+			most: max(or(opts.MaxKeysPerSubject, DefaultMaxKeysPerSubject), 0), ttl: or(opts.TTL, 24*time.Hour)},
 		ttl:         or(opts.TTL, 24*time.Hour),
 		lease:       or(opts.Lease, 60*time.Second),
 		maxResponse: or(opts.MaxResponseBytes, 1<<20),
@@ -334,6 +349,12 @@ func (s *Step) Serve(w http.ResponseWriter, r *http.Request, c classify.Call, su
 	switch v.kind {
 	case reserved:
 		return s.forward(w, r, c, entry, token, next)
+	case full:
+		wait := max(time.Until(v.free).Round(time.Second), time.Second)
+		apierror.Write(w, r, apierror.New(connect.CodeResourceExhausted, ReasonKeysExhausted,
+			fmt.Sprintf("this caller holds the most %s keys the edge keeps at once (%d, each for %v); retry when the oldest expires, or send the call without a key",
+				HeaderKey, s.store.most, s.ttl), apierror.WithRetryAfter(wait), apierror.WithMetadata("limit", strconv.Itoa(s.store.most))))
+		return KeysExhausted
 	case inUse:
 		apierror.Write(w, r, apierror.New(connect.CodeAborted, ReasonInUse,
 			"a request with this "+HeaderKey+" is still in progress; retry later to get its outcome", apierror.WithRetryAfter(time.Second)))

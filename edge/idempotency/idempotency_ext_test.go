@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"maps"
@@ -11,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -851,4 +853,64 @@ func TestHeaderIsIgnoredWhereTheOperationTableDoesNotHonorIt(t *testing.T) {
 		t.Fatalf("the backend ran ListOrganizations %d times, want 2", got)
 	}
 	wantOutcomes(t, f, "", "")
+}
+
+// TestASubjectHoldsAtMostMaxKeysThenNewKeysAreRefusedWithRetryAfter: one
+// subject may hold MaxKeysPerSubject keys at once; a new key past it is
+// refused (resource_exhausted, IDEMPOTENCY_KEYS_EXHAUSTED, Retry-After
+// until its oldest key expires) and does not reach the backend, while the
+// keys it holds still replay, its calls without a key run, and another
+// subject is not affected. Redis holds no more than the bound for it.
+func TestASubjectHoldsAtMostMaxKeysThenNewKeysAreRefusedWithRetryAfter(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	rdb := testenv.Redis(t)
+	prefix := testenv.Unique("idem-bound") + ":"
+	step := newStep(t, rdb, idempotency.Options{MaxKeysPerSubject: 3, TTL: time.Hour, KeyPrefix: prefix})
+	f := s.front(step)
+	c := orgClient(f.URL, testkit.ConnectProto, nil)
+	_, tok := s.person()
+
+	first, _, err := create(t, c, tok, "k0", "bound-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i < 3; i++ {
+		if _, _, err := create(t, c, tok, fmt.Sprintf("k%d", i), fmt.Sprintf("bound-%d", i)); err != nil {
+			t.Fatalf("key %d of 3: %v", i, err)
+		}
+	}
+	before := s.backendHits(createOrg)
+	_, meta, err := create(t, c, tok, "k3", "bound-3")
+	ce := wantError(t, err, connect.CodeResourceExhausted, idempotency.ReasonKeysExhausted)
+	if ra, _ := strconv.Atoi(meta.Get("Retry-After")); ra < 3500 || ra > 3600 {
+		t.Errorf("Retry-After %q, want about an hour (the oldest key's TTL): %v", meta.Get("Retry-After"), ce)
+	}
+	if got := s.backendHits(createOrg); got != before {
+		t.Errorf("the refused call reached the backend")
+	}
+	again, hdr, err := create(t, c, tok, "k0", "bound-0")
+	if err != nil || again.Id != first.Id || hdr.Get(idempotency.HeaderReplayed) != "true" {
+		t.Errorf("a key the subject holds no longer replays: %v, %v", again, err)
+	}
+	if _, _, err := create(t, c, tok, "", "bound-nokey"); err != nil {
+		t.Errorf("a call without a key: %v", err)
+	}
+	_, other := s.person()
+	if _, _, err := create(t, c, other, "k3", "bound-other"); err != nil {
+		t.Errorf("another subject's first key: %v", err)
+	}
+	keys, err := rdb.Keys(context.Background(), prefix+"idem:*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries := 0
+	for _, k := range keys {
+		if !strings.HasSuffix(k, ":ledger") {
+			entries++
+		}
+	}
+	if entries != 4 {
+		t.Errorf("Redis holds %d entries, want 4 (3 of one subject, 1 of the other): %v", entries, keys)
+	}
 }

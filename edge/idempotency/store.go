@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -25,20 +26,39 @@ import (
 //	body     the response body, raw bytes (done)
 //
 // An in_flight entry lives for the lease and is renewed while the backend
-// works; a done or too_large entry lives for the TTL. Each script touches
-// that one key, so it runs on a cluster as on one server.
-
-// reserveScript takes the key if it is free, or says what holds it.
+// works; a done or too_large entry lives for the TTL.
 //
-// KEYS[1] the entry. ARGV: lease token, fingerprint, content type, lease (ms).
-// Returns {"reserved"}, {"other_content_type", ct}, {"reused"}, {"in_use"},
-// {"too_large", code} or {"done", status, header, trailer, body}.
+// Beside a subject's entries, on the same slot (the same hash tag), its
+// ledger (ledgerKey): a sorted set of its entries scored by their expiry
+// (ms, edge clock), which bounds how many one subject holds at once. Each
+// script touches one entry and its subject's ledger, so it runs on a
+// cluster as on one server.
+
+// reserveScript takes the key if it is free and its subject holds fewer
+// than the most entries it may, or says what holds it.
+//
+// KEYS[1] the entry, KEYS[2] the subject's ledger. ARGV: lease token,
+// fingerprint, content type, lease (ms), now (ms), the most entries a
+// subject may hold (0: no bound), TTL (ms).
+// Returns {"reserved"}, {"full", expiry of the oldest entry (ms)},
+// {"other_content_type", ct}, {"reused"}, {"in_use"}, {"too_large", code}
+// or {"done", status, header, trailer, body}.
 var reserveScript = redis.NewScript(`
 local key = KEYS[1]
 local e = redis.call('HMGET', key, 'state', 'fp', 'ct')
 if not e[1] then
+  local now, most = tonumber(ARGV[5]), tonumber(ARGV[6])
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+  if most > 0 and redis.call('ZCARD', KEYS[2]) >= most then
+    local oldest = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+    return {'full', oldest[2]}
+  end
   redis.call('HSET', key, 'state', 'in_flight', 'token', ARGV[1], 'fp', ARGV[2], 'ct', ARGV[3])
   redis.call('PEXPIRE', key, ARGV[4])
+  redis.call('ZADD', KEYS[2], now + tonumber(ARGV[4]), key)
+  if redis.call('PTTL', KEYS[2]) < tonumber(ARGV[7]) then
+    redis.call('PEXPIRE', KEYS[2], ARGV[7])
+  end
   return {'reserved'}
 end
 if e[3] ~= ARGV[3] then
@@ -57,18 +77,21 @@ local r = redis.call('HMGET', key, 'status', 'header', 'trailer', 'body', 'code'
 return {'done', r[1] or '', r[2] or '', r[3] or '', r[4] or '', r[5] or ''}
 `)
 
-// renewScript extends the lease, if it is still ours. KEYS[1] the entry;
-// ARGV: lease token, lease (ms). Returns 1, or 0 when the lease is lost.
+// renewScript extends the lease, if it is still ours. KEYS[1] the entry,
+// KEYS[2] the ledger; ARGV: lease token, lease (ms), now (ms). Returns 1,
+// or 0 when the lease is lost.
 var renewScript = redis.NewScript(`
 if redis.call('HGET', KEYS[1], 'token') ~= ARGV[1] then
   return 0
 end
+redis.call('ZADD', KEYS[2], 'XX', tonumber(ARGV[3]) + tonumber(ARGV[2]), KEYS[1])
 return redis.call('PEXPIRE', KEYS[1], ARGV[2])
 `)
 
 // completeScript replaces our reservation with the outcome, for the TTL.
-// KEYS[1] the entry; ARGV: lease token, TTL (ms), state, code, status,
-// header, trailer, body. Returns 1, or 0 when the lease is lost.
+// KEYS[1] the entry, KEYS[2] the ledger; ARGV: lease token, TTL (ms),
+// state, code, status, header, trailer, body, now (ms). Returns 1, or 0
+// when the lease is lost.
 var completeScript = redis.NewScript(`
 local key = KEYS[1]
 if redis.call('HGET', key, 'token') ~= ARGV[1] then
@@ -77,22 +100,38 @@ end
 redis.call('HDEL', key, 'token')
 redis.call('HSET', key, 'state', ARGV[3], 'code', ARGV[4], 'status', ARGV[5], 'header', ARGV[6], 'trailer', ARGV[7], 'body', ARGV[8])
 redis.call('PEXPIRE', key, ARGV[2])
+redis.call('ZADD', KEYS[2], tonumber(ARGV[9]) + tonumber(ARGV[2]), key)
+if redis.call('PTTL', KEYS[2]) < tonumber(ARGV[2]) then
+  redis.call('PEXPIRE', KEYS[2], ARGV[2])
+end
 return 1
 `)
 
 // releaseScript frees our reservation, so that a retry runs. KEYS[1] the
-// entry; ARGV: lease token. Returns 1, or 0 when the lease was lost.
+// entry, KEYS[2] the ledger; ARGV: lease token. Returns 1, or 0 when the
+// lease was lost.
 var releaseScript = redis.NewScript(`
 if redis.call('HGET', KEYS[1], 'token') ~= ARGV[1] then
   return 0
 end
+redis.call('ZREM', KEYS[2], KEYS[1])
 return redis.call('DEL', KEYS[1])
 `)
+
+// ledgerKey is the ledger of the subject whose entry is entry: the same
+// start ("…idem:{tag}:"), which no entry's hex digest can end with.
+func ledgerKey(entry string) string {
+	return entry[:strings.LastIndexByte(entry, ':')+1] + "ledger"
+}
 
 // store runs the scripts, each call bounded by timeout.
 type store struct {
 	rdb     redis.UniversalClient
 	timeout time.Duration
+	now     func() time.Time
+	// most is how many entries one subject may hold at once; 0: no bound.
+	most int
+	ttl  time.Duration
 }
 
 // verdictKind is what reserve found.
@@ -100,6 +139,7 @@ type verdictKind int
 
 const (
 	reserved verdictKind = iota
+	full
 	otherContentType
 	reused
 	inUse
@@ -109,9 +149,10 @@ const (
 
 type verdict struct {
 	kind verdictKind
-	ct   string   // otherContentType: the first request's
-	code string   // tooLarge: the first call's outcome
-	resp response // done
+	free time.Time // full: when the subject's oldest entry expires
+	ct   string    // otherContentType: the first request's
+	code string    // tooLarge: the first call's outcome
+	resp response  // done
 }
 
 // response is a stored answer.
@@ -129,7 +170,8 @@ var errReply = errors.New("idempotency: unexpected reply from Redis")
 func (s *store) reserve(ctx context.Context, key, token, fp, ct string, lease time.Duration) (verdict, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	vals, err := reserveScript.Run(ctx, s.rdb, []string{key}, token, fp, ct, lease.Milliseconds()).StringSlice()
+	vals, err := reserveScript.Run(ctx, s.rdb, []string{key, ledgerKey(key)}, token, fp, ct, lease.Milliseconds(),
+		s.now().UnixMilli(), s.most, s.ttl.Milliseconds()).StringSlice()
 	if err != nil {
 		return verdict{}, fmt.Errorf("reserve: %w", err)
 	}
@@ -139,6 +181,11 @@ func (s *store) reserve(ctx context.Context, key, token, fp, ct string, lease ti
 	switch vals[0] {
 	case "reserved":
 		return verdict{kind: reserved}, nil
+	case "full":
+		if len(vals) == 2 {
+			ms, _ := strconv.ParseFloat(vals[1], 64)
+			return verdict{kind: full, free: time.UnixMilli(int64(ms))}, nil
+		}
 	case "other_content_type":
 		if len(vals) == 2 {
 			return verdict{kind: otherContentType, ct: vals[1]}, nil
@@ -167,7 +214,7 @@ func (s *store) reserve(ctx context.Context, key, token, fp, ct string, lease ti
 func (s *store) renew(ctx context.Context, key, token string, lease time.Duration) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	n, err := renewScript.Run(ctx, s.rdb, []string{key}, token, lease.Milliseconds()).Int()
+	n, err := renewScript.Run(ctx, s.rdb, []string{key, ledgerKey(key)}, token, lease.Milliseconds(), s.now().UnixMilli()).Int()
 	if err != nil {
 		return false, fmt.Errorf("renew: %w", err)
 	}
@@ -184,7 +231,8 @@ func (s *store) complete(ctx context.Context, key, token string, ttl time.Durati
 	if resp != nil {
 		state, header, trailer, body = "done", resp.header, resp.trailer, resp.body
 	}
-	n, err := completeScript.Run(ctx, s.rdb, []string{key}, token, ttl.Milliseconds(), state, code, status, header, trailer, body).Int()
+	n, err := completeScript.Run(ctx, s.rdb, []string{key, ledgerKey(key)}, token, ttl.Milliseconds(), state, code, status, header, trailer, body,
+		s.now().UnixMilli()).Int()
 	if err != nil {
 		return false, fmt.Errorf("complete: %w", err)
 	}
@@ -194,7 +242,7 @@ func (s *store) complete(ctx context.Context, key, token string, ttl time.Durati
 func (s *store) release(ctx context.Context, key, token string) error {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	if err := releaseScript.Run(ctx, s.rdb, []string{key}, token).Err(); err != nil {
+	if err := releaseScript.Run(ctx, s.rdb, []string{key, ledgerKey(key)}, token).Err(); err != nil {
 		return fmt.Errorf("release: %w", err)
 	}
 	return nil

@@ -141,7 +141,7 @@ func NewMetrics(reg prometheus.Registerer, auth *authn.Authenticator, rates *rat
 	}, []string{"plan", "limit", "outcome"})
 	m.idem = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "edge_idempotency_total",
-		Help: "Calls with Idempotency-Key by outcome: first, replayed, in_use, reused, not_stored, too_large, invalid, unavailable.",
+		Help: "Calls with Idempotency-Key by outcome: first, replayed, in_use, reused, not_stored, too_large, invalid, keys_exhausted, unavailable.",
 	}, []string{"outcome"})
 	m.upstream = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:                        "edge_upstream_duration_seconds",
