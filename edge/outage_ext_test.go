@@ -27,8 +27,9 @@ const outageTimeout = 300 * time.Millisecond
 // Redis accepting them and never answering:
 //
 //   - limits fail_open: every call is admitted (rates held to the local
-//     share, leases and quota reservations skipped); the stream opens; the
-//     environment is created and deleted.
+//     share, leases and quota releases skipped); the stream opens; the
+//     environment is deleted; but a free subject's CreateEnvironment gets
+//     unavailable: a bounded quota that cannot be checked is not granted.
 //   - limits fail_closed: every call gets unavailable, LIMITS_UNAVAILABLE,
 //     and nothing reaches the backend.
 //   - idempotency fail_open: a keyed call runs without the key's promise
@@ -154,11 +155,11 @@ func outageOfEveryRedisUser(t *testing.T, fault string) {
 			t.Fatalf("stream without its lease under fail_open: %v %v", err, stream.Err())
 		}
 		stream.Close()
-		created, err := c.Env.CreateEnvironment(callCtx(), req(&svcv1.CreateEnvironmentRequest{Name: "open", BlueprintId: "go-api", ProjectId: prj.Msg.Id}))
-		if err != nil {
-			t.Fatalf("CreateEnvironment without its reservation under fail_open: %v", err)
-		}
-		if _, err := c.Env.DeleteEnvironment(callCtx(), req(&svcv1.DeleteEnvironmentRequest{EnvironmentId: created.Msg.Environment.Id})); err != nil {
+		// A quota that cannot be checked is not granted, even under
+		// fail_open: the environment would never have been counted.
+		_, err = c.Env.CreateEnvironment(callCtx(), req(&svcv1.CreateEnvironmentRequest{Name: "open", BlueprintId: "go-api", ProjectId: prj.Msg.Id}))
+		wantError(t, err, connect.CodeUnavailable, "LIMITS_UNAVAILABLE", "edge")
+		if _, err := c.Env.DeleteEnvironment(callCtx(), req(&svcv1.DeleteEnvironmentRequest{EnvironmentId: env.Msg.Environment.Id})); err != nil {
 			t.Fatalf("DeleteEnvironment without its release under fail_open: %v", err)
 		}
 		before := projects()

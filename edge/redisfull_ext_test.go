@@ -9,11 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/orgedge/edge/internal/testenv"
 	"github.com/orgedge/edge/internal/testkit"
 	"github.com/orgedge/edge/orgsvc"
+	"github.com/orgedge/edge/orgsvc/store"
 )
 
 // fullableRedis is a redis-server of the test's own with a small maxmemory
@@ -133,5 +135,109 @@ func TestGetUsageAnswersWhileRedisIsFull(t *testing.T) {
 	}
 	if took := time.Since(start); took > 5*time.Second {
 		t.Fatalf("GetUsage with Redis down took %v", took)
+	}
+}
+
+// TestAFreeSubjectNeverEndsWithMoreEnvironmentsThanItsQuotaWhenRedisFills:
+// a free subject (2 concurrent environments) creates one; its second is
+// created at the backend while Redis fills up, so that the edge's
+// confirmation is refused (OOM). While Redis is full, its third
+// CreateEnvironment is refused; another subject's is either refused
+// (unavailable: its quota cannot be checked) or reserved, and then counted
+// once Redis has room. Once Redis has room again, the refused confirmation goes in
+// (GetUsage counts 2), and the third environment is refused by the quota:
+// the backend holds exactly 2.
+func TestAFreeSubjectNeverEndsWithMoreEnvironmentsThanItsQuotaWhenRedisFills(t *testing.T) {
+	t.Parallel()
+	rs := startFullableRedis(t)
+	iss := testkit.StartIssuer(t)
+	be := testkit.StartBackend(t, testkit.SQLite, iss.URL(), orgsvc.Config{})
+	up := testkit.StartFaultProxy(t, strings.TrimPrefix(be.URL, "http://"))
+	cfg := testkit.EdgeConfig(t, "http://"+up.Addr, iss.URL())
+	cfg.Redis.Addr = rs.Addr
+	e := testkit.StartEdge(t, cfg)
+	c := testkit.NewClients(e.URL, testkit.ConnectProto, testkit.Token(t, iss.URL(), testenv.Unique("free-fills")))
+	ctx := ctxT(t)
+	_, prj := project(t, c, "fills")
+	if _, err := createEnv(ctx, c, prj, "e1"); err != nil {
+		t.Fatal(err)
+	}
+	other := testkit.NewClients(e.URL, testkit.ConnectProto, testkit.Token(t, iss.URL(), testenv.Unique("free-fills-other")))
+	_, otherPrj := project(t, other, "fills-other")
+
+	// The second: the backend creates it, its answer is held until Redis
+	// is full.
+	up.Stall()
+	second := make(chan error, 1)
+	go func() {
+		_, err := createEnv(ctx, c, prj, "e2")
+		second <- err
+	}()
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		n, err := rs.c.Eval(ctx, `local n = 0
+for _, k in ipairs(redis.call('KEYS', '*:envs:pending')) do n = n + redis.call('ZCARD', k) end
+return n`, nil).Int()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the second environment's reservation never appeared in Redis")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// The request is on its way to the backend; wait until it is there.
+	envs := func() int {
+		t.Helper()
+		list, _, err := be.Store.ListEnvironments(ctx, store.EnvironmentFilter{ProjectID: prj}, store.Page{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(list)
+	}
+	for deadline := time.Now().Add(20 * time.Second); envs() != 2; {
+		if time.Now().After(deadline) {
+			t.Fatal("the backend never created the second environment")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	rs.fill(t)
+	up.Heal()
+	if err := <-second; err != nil {
+		t.Fatalf("the second environment: %v", err)
+	}
+
+	if _, err := createEnv(ctx, c, prj, "full"); err == nil {
+		t.Fatal("a third environment was created while Redis was full")
+	}
+	// Another subject: Redis takes its small reservation (a script's first
+	// write in a full Redis may pass) but not its confirmation.
+	otherEnvs := 0
+	if _, err := createEnv(ctx, other, otherPrj, "full"); err == nil {
+		otherEnvs = 1
+	} else {
+		wantError(t, err, connect.CodeUnavailable, "LIMITS_UNAVAILABLE", "edge")
+	}
+
+	rs.empty(t)
+	for deadline := time.Now().Add(20 * time.Second); running(t, c) != 2; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the refused confirmation never went in: GetUsage counts %d running environments, the backend holds 2", running(t, c))
+		}
+		time.Sleep(500 * time.Millisecond) // GetUsage spends the free plan's rate
+
+	}
+	_, err := createEnv(ctx, c, prj, "e3")
+	wantError(t, err, connect.CodeResourceExhausted, "ENVIRONMENT_QUOTA_EXCEEDED", "edge")
+	if n := envs(); n != 2 {
+		t.Fatalf("the backend holds %d environments of a free subject, want 2", n)
+	}
+	if list, _, err := be.Store.ListEnvironments(ctx, store.EnvironmentFilter{ProjectID: otherPrj}, store.Page{}); err != nil || len(list) != otherEnvs {
+		t.Fatalf("the other subject has %d environments (%v), want %d", len(list), err, otherEnvs)
+	}
+	if n := running(t, other); n != otherEnvs {
+		t.Fatalf("GetUsage counts %d running environments for the other subject, the backend holds %d", n, otherEnvs)
 	}
 }

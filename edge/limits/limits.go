@@ -47,6 +47,7 @@ type Step struct {
 	obs       Observer
 	live      atomic.Pointer[Live] // see Live and SetLive
 	shadows   shadowLog
+	late      lateConfirms // confirmations Redis refused, retried
 }
 
 // Options are what a Step is made of besides its policy.
@@ -105,8 +106,9 @@ type Admission struct {
 	decision ratelimit.Decision
 	lease    *quota.Lease
 	reserved *quota.Reservation
-	release  bool // DeleteEnvironment: release the environment's quota on success
-	replay   bool // admitted as the retry of a completed call (AdmitReplay)
+	subject  string // whose reservation it is
+	release  bool   // DeleteEnvironment: release the environment's quota on success
+	replay   bool   // admitted as the retry of a completed call (AdmitReplay)
 	obs      Observer
 }
 
@@ -237,7 +239,13 @@ func (l *Step) hold(ctx context.Context, w http.ResponseWriter, a *Admission, c 
 		return nil
 	}
 	q := quota.Quota(pol.Limits.QuotasFor(p.Subject, planName))
-	res, err := l.Envs.Reserve(ctx, p.Subject, q, quota.Size(pol.Limits.EnvironmentSize))
+	// A confirmation of this subject that Redis refused goes in first:
+	// until it is in, Redis counts that environment as nothing.
+	err := l.settleLate(ctx, p.Subject)
+	var res *quota.Reservation
+	if err == nil {
+		res, err = l.Envs.Reserve(ctx, p.Subject, q, quota.Size(pol.Limits.EnvironmentSize))
+	}
 	var qe *quota.QuotaError
 	switch {
 	case errors.As(err, &qe):
@@ -246,13 +254,21 @@ func (l *Step) hold(ctx context.Context, w http.ResponseWriter, a *Admission, c 
 		a.Done(ctx)
 		setQuotaHeaders(w.Header(), string(qe.Kind), qe.Limit, qe.RetryAt, monthWindow(qe), l.now())
 		return quotaRefusal(qe, l.now())
+	case err != nil && q.Bounded():
+		// A quota that cannot be checked is not granted, whatever the
+		// failure mode: an environment created now would never have been
+		// counted against it (docs/limits.md, "When Redis fails").
+		a.Done(ctx)
+		l.traced(ctx, "unavailable", "")
+		return apierror.New(connect.CodeUnavailable, ReasonUnavailable, "the environment quota cannot be checked now (Redis unavailable); retry later",
+			apierror.WithRetryAfter(time.Second))
 	case err != nil:
 		if e := l.outage(ctx, "environment quota", err); e != nil {
 			a.Done(ctx)
 			return e
 		}
 	default:
-		a.reserved = res
+		a.reserved, a.subject = res, p.Subject
 		l.obs.Reservation(ReservationReserved)
 	}
 	return nil
@@ -347,7 +363,11 @@ func (l *Step) Answered(ctx context.Context, a *Admission, c classify.Call, res 
 			start = t.AsTime()
 		}
 		if err := a.reserved.Confirm(ctx, created.Environment.Id, start); err != nil {
-			l.log.WarnContext(ctx, "environment quota: confirm failed", "err", err)
+			// Never a free slot: the reservation stays held (Rollback does
+			// nothing once Confirm was called) and the confirmation is
+			// retried until Redis takes it.
+			l.log.WarnContext(ctx, "environment quota: confirm failed; retrying until Redis takes it", "err", err)
+			l.confirmLater(a.subject, lateConfirm{res: a.reserved, id: created.Environment.Id, start: start})
 		} else {
 			l.obs.Reservation(ReservationConfirmed)
 		}

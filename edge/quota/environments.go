@@ -23,6 +23,11 @@ type Quota struct {
 	MemoryGBHoursPerMonth  float64
 }
 
+// Bounded reports whether any of the quotas is limited (not 0).
+func (q Quota) Bounded() bool {
+	return q.ConcurrentEnvironments > 0 || q.EnvironmentsPerMonth > 0 || q.VCPUHoursPerMonth > 0 || q.MemoryGBHoursPerMonth > 0
+}
+
 // Size is what one environment counts for compute quotas per hour of its
 // lifetime. Its fields are config.EnvironmentSize's.
 type Size struct {
