@@ -182,6 +182,9 @@ func (e *endpoint) transport(p *Pool, now time.Time) *transports {
 
 func (e *endpoint) isEjected(now int64) bool { return e.ejected.Load() > now }
 
+// available reports a backend that may get calls.
+func (e *endpoint) available(now int64) bool { return !e.isEjected(now) }
+
 // RoundTrip sends req to one backend; if the backend refuses the
 // connection (nothing was sent), to another one.
 func (p *Pool) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -244,38 +247,40 @@ func (p *Pool) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 }
 
-// pick returns the less busy of the next two backends in turn that are not
-// ejected and not tried yet: round robin while they are equally busy, away
-// from a slow one when not. When every backend is ejected, it picks among
-// them all rather than failing.
+// pick returns the less busy of two backends next to each other in turn
+// among those that are neither ejected nor tried yet: round robin while
+// they are equally busy, away from a slow one when not. Taking the turn
+// among the usable backends only spreads an ejected backend's share evenly
+// over the others (skipping it in the list of all would hand its whole
+// share to the one after it). When every backend is ejected, it picks
+// among them all rather than failing.
 func (p *Pool) pick(now int64, tried []*endpoint) *endpoint {
 	eps := *p.endpoints.Load()
 	if len(eps) == 1 {
 		return eps[0]
 	}
-	start := int(p.next.Add(1) % uint64(len(eps)))
-	var a, b *endpoint
+	turn := p.next.Add(1)
+	var buf [16]*endpoint
+	usable := buf[:0]
 	for _, ejectedToo := range []bool{false, true} {
-		for k := range eps {
-			e := eps[(start+k)%len(eps)]
-			if slices.Contains(tried, e) || (!ejectedToo && e.isEjected(now)) {
-				continue
-			}
-			if a == nil {
-				a = e
-			} else {
-				b = e
-				break
+		for _, e := range eps {
+			if !slices.Contains(tried, e) && (ejectedToo || e.available(now)) {
+				usable = append(usable, e)
 			}
 		}
-		if a != nil {
+		if len(usable) > 0 {
 			break
 		}
 	}
-	switch {
-	case a == nil:
-		return eps[start]
-	case b != nil && b.inflight.Load() < a.inflight.Load():
+	switch len(usable) {
+	case 0:
+		return eps[turn%uint64(len(eps))]
+	case 1:
+		return usable[0]
+	}
+	i := int(turn % uint64(len(usable)))
+	a, b := usable[i], usable[(i+1)%len(usable)]
+	if b.inflight.Load() < a.inflight.Load() {
 		return b
 	}
 	return a
