@@ -2,6 +2,7 @@ package edge_test
 
 import (
 	"net"
+	"net/http"
 	"testing"
 
 	"github.com/orgedge/edge/internal/testkit"
@@ -41,4 +42,28 @@ func TestUpstreamDownBackendsShareSpreadsEvenly(t *testing.T) {
 		t.Logf("%d workers: %d and %d calls", workers, first.calls.Load()-before[0], last.calls.Load()-before[1])
 		wantEvenSpread(t, []int64{first.calls.Load() - before[0], last.calls.Load() - before[1]})
 	}
+}
+
+// A caller's own deadline is not its backend's failure: eight gRPC-Web
+// calls that end by their grpc-timeout of 1ns eject no backend, and the
+// calls after them still spread over all three.
+func TestUpstreamCallersDeadlinesEjectNoBackend(t *testing.T) {
+	t.Parallel()
+	bes, e, token := startThreeBackends(t)
+	impatient := clientsSending(e.URL, testkit.GRPCWeb, token, http.Header{"Grpc-Timeout": {"1n"}}).Org
+	if errs := callMany(ctxT(t), impatient, 8, 1); len(errs) != 8 {
+		t.Fatalf("%d of 8 calls with a 1ns deadline failed, want all", len(errs))
+	}
+	before := make([]int64, len(bes))
+	for i, b := range bes {
+		before[i] = b.calls.Load()
+	}
+	if errs := callMany(ctxT(t), testkit.NewClients(e.URL, testkit.HTTPJSON, token).Org, 600, 4); len(errs) > 0 {
+		t.Fatalf("%d calls failed, first: %v", len(errs), errs[0])
+	}
+	counts := make([]int64, len(bes))
+	for i, b := range bes {
+		counts[i] = b.calls.Load() - before[i]
+	}
+	wantEvenSpread(t, counts)
 }

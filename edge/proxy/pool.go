@@ -49,7 +49,9 @@ type PoolOptions struct {
 const maxMemoryBody = 64 << 10
 
 // failuresToEject consecutive failed calls (other than a refused
-// connection, which ejects at once) eject a backend.
+// connection, which ejects at once) eject a backend. Only the backend's
+// own failures count: a call its caller's deadline or departure ended
+// does not.
 const failuresToEject = 3
 
 // Pool is an http.RoundTripper over every backend: it balances calls (the
@@ -234,12 +236,17 @@ func (p *Pool) RoundTrip(req *http.Request) (*http.Response, error) {
 			return res, nil
 		}
 		e.inflight.Add(-1)
+		if req.Context().Err() != nil {
+			// The caller's deadline ran out or the caller left: the call
+			// says nothing of the backend, so it counts neither way.
+			return nil, err
+		}
 		refused := connectionRefused(err)
 		if refused || e.fails.Add(1) >= failuresToEject {
 			p.eject(e, now, err)
 		}
 		tried = append(tried, e)
-		if !refused || (body != nil && body.read.Load()) || len(tried) >= len(*p.endpoints.Load()) || req.Context().Err() != nil {
+		if !refused || (body != nil && body.read.Load()) || len(tried) >= len(*p.endpoints.Load()) {
 			return nil, err
 		}
 		// The connection was never made: nothing reached that backend, so
