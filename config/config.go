@@ -325,6 +325,11 @@ type Operation struct {
 	ServiceAccountRoles []string `yaml:"service_account_roles"`
 	// Idempotent makes the edge honor Idempotency-Key (unary only).
 	Idempotent bool `yaml:"idempotent"`
+	// ReadOnly marks a procedure without side effects (the API declares it
+	// idempotency_level NO_SIDE_EFFECTS): a call of it whose connection to
+	// the backend breaks before the answer may be sent again. Only such a
+	// procedure may be marked.
+	ReadOnly bool `yaml:"read_only"`
 	// RatePerMinute, when set, limits each subject's calls of this procedure
 	// per minute (burst equal to the rate), on top of the plan's rate.
 	RatePerMinute int `yaml:"rate_per_minute"`

@@ -11,6 +11,7 @@ import (
 	svcv1 "github.com/orgedge/edge/gen/svc/v1"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
+	"google.golang.org/protobuf/types/descriptorpb"
 )
 
 // Service-account roles of the default operation table (design, Identity).
@@ -31,6 +32,8 @@ type ProcedureInfo struct {
 	// procedure with neither is unary.
 	ClientStreaming bool
 	ServerStreaming bool
+	// NoSideEffects: the method declares idempotency_level NO_SIDE_EFFECTS.
+	NoSideEffects bool
 }
 
 // Streaming reports whether either side of the call streams.
@@ -60,6 +63,8 @@ var procedures = sync.OnceValue(func() map[string]ProcedureInfo {
 					Method:          string(md.Name()),
 					ClientStreaming: md.IsStreamingClient(),
 					ServerStreaming: md.IsStreamingServer(),
+					NoSideEffects: md.Options().(*descriptorpb.MethodOptions).GetIdempotencyLevel() ==
+						descriptorpb.MethodOptions_NO_SIDE_EFFECTS,
 				}
 			}
 		}
@@ -127,7 +132,8 @@ var operationLimits = map[string]Operation{
 //   - Everything else by svc-admin only.
 //
 // Idempotency-Key is honored on every unary method of OrganizationService and
-// EnvironmentService that changes something. The specification's
+// EnvironmentService that changes something. A method is read-only when the
+// API declares it without side effects. The specification's
 // per-operation limits apply: CreateEnvironment 10 per minute, SearchCatalog
 // and ValidateBlueprint 30 per minute, WatchEnvironment 20 concurrent
 // streams; CreateEnvironment reserves quota and DeleteEnvironment releases
@@ -152,6 +158,7 @@ func DefaultOperations() []Operation {
 		case "OrganizationService", "EnvironmentService":
 			op.Idempotent = !read && !p.Streaming()
 		}
+		op.ReadOnly = p.NoSideEffects
 		if l, ok := operationLimits[name]; ok {
 			op.RatePerMinute, op.ConcurrentStreams, op.Quota = l.RatePerMinute, l.ConcurrentStreams, l.Quota
 		}

@@ -35,13 +35,16 @@ func (c Config) String() string {
 // LogValue logs the configuration as groups named like the YAML keys, with
 // redis.password redacted, durations and sizes in their YAML form, and one
 // attribute per operation ("svc-admin,svc-env-manager idempotent
-// rate_per_minute=10 quota=reserve_environment"; only the fields set).
+// [read_only] rate_per_minute=10 quota=reserve_environment"; only the fields set).
 func (c Config) LogValue() slog.Value {
 	ops := make([]slog.Attr, 0, len(c.Operations))
 	for _, op := range c.Operations {
 		v := strings.Join(op.ServiceAccountRoles, ",")
 		if op.Idempotent {
 			v += " idempotent"
+		}
+		if op.ReadOnly {
+			v += " read_only"
 		}
 		if op.RatePerMinute != 0 {
 			v += " rate_per_minute=" + strconv.Itoa(op.RatePerMinute)

@@ -423,6 +423,9 @@ func checkOperations(p *problems, ops []Operation) {
 		if op.Idempotent && known && info.Streaming() {
 			p.add(base+".idempotent", "%q is a streaming procedure; Idempotency-Key applies to unary calls only", op.Procedure)
 		}
+		if op.ReadOnly && known && !info.NoSideEffects {
+			p.add(base+".read_only", "%q has side effects (the API does not declare it NO_SIDE_EFFECTS): a call of it is never sent twice", op.Procedure)
+		}
 		if op.RatePerMinute < 0 {
 			p.add(base+".rate_per_minute", "must be at least 0 (0: no limit of its own), not %d", op.RatePerMinute)
 		}

@@ -113,6 +113,7 @@ func New(o Options) (*Server, error) {
 			c := call.Of(r).Call
 			return c.Protocol == classify.GRPC || c.Streaming
 		},
+		ReadOnly: func(r *http.Request) bool { return call.Of(r).ReadOnly },
 	})
 	s.forward = forward.New(forward.Options{
 		Upstream:           ups[0],
@@ -238,7 +239,7 @@ func (s *Server) serve(w *call.Recorder, r *http.Request, c classify.Call, probl
 	budget := proxy.Deadline(r, c, max)
 	w.SetClientDeadline(budget < max)
 	deadline := start.Add(budget)
-	st := &call.State{Call: c, Rec: w, Admitted: admitted, Body: body}
+	st := &call.State{Call: c, Rec: w, Admitted: admitted, Body: body, ReadOnly: rule.ReadOnly}
 	if c.Streaming && !p.Expiry.IsZero() {
 		st.Expires = p.Expiry.Add(s.cfg.OIDC.ClockSkew)
 	}

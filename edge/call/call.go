@@ -33,6 +33,9 @@ type State struct {
 	// Body is the request body's bounds, to tell a body the edge cut from
 	// a backend failure.
 	Body *reqbody.Body
+	// ReadOnly: the operation table marks the procedure read_only, so the
+	// proxy may send it again (proxy.PoolOptions.ReadOnly).
+	ReadOnly bool
 }
 
 type stateKey struct{}

@@ -76,7 +76,9 @@ var hopHeaders = func() map[string]bool {
 
 // roundTrip sends r, whose body is mem when mem is not nil (it can then
 // be sent again on a fresh connection if a pooled one turns out closed).
-func (t *h1) roundTrip(r *http.Request, mem []byte) (*http.Response, error) {
+// readOnly tells a call without side effects, which may be sent again even
+// when the backend may have received it.
+func (t *h1) roundTrip(r *http.Request, mem []byte, readOnly bool) (*http.Response, error) {
 	req := fasthttp.AcquireRequest()
 	defer fasthttp.ReleaseRequest(req)
 	req.Header.DisableNormalizing()
@@ -131,11 +133,13 @@ func (t *h1) roundTrip(r *http.Request, mem []byte) (*http.Response, error) {
 		// A pooled connection that the backend closed just before the call
 		// (an idle one it closed a while ago is noticed before use) fails
 		// before any answer. The call is sent again on a new connection if
-		// its body can be, and if the backend cannot have acted on it: the
-		// call did not leave whole, or may be repeated (as http.Transport
-		// decides: an idempotent method, or an Idempotency-Key).
+		// its body can be, and if that cannot make it act twice: the call
+		// did not leave whole, or it has no side effects. An
+		// Idempotency-Key is no reason (http.Transport takes it for one):
+		// the backend does not deduplicate, and the edge's idempotency
+		// step would see no second call.
 		if reused && attempt == 0 && (mem != nil || r.Body == nil || r.Body == http.NoBody) && closedBeforeAnswer(err) &&
-			(!wrote || repeatable(r)) {
+			(!wrote || readOnly) {
 			continue
 		}
 		fasthttp.ReleaseResponse(res)
@@ -217,17 +221,6 @@ func (c *cutOnce) do(conn net.Conn) {
 func closedBeforeAnswer(err error) bool {
 	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, fasthttp.ErrConnectionClosed) ||
 		errors.Is(err, net.ErrClosed) || isReset(err)
-}
-
-// repeatable reports a call that may be sent twice: an idempotent method,
-// or an Idempotency-Key (the edge's idempotency step, or the backend's,
-// makes the second a replay).
-func repeatable(r *http.Request) bool {
-	switch r.Method {
-	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
-		return true
-	}
-	return r.Header.Get("Idempotency-Key") != "" || r.Header.Get("X-Idempotency-Key") != ""
 }
 
 func isReset(err error) bool {

@@ -38,6 +38,13 @@ type PoolOptions struct {
 	// HTTP2 tells the calls that need HTTP/2 to the backend (gRPC, for its
 	// trailers, and streams); the others go over pooled HTTP/1.1.
 	HTTP2 func(*http.Request) bool
+	// ReadOnly tells the calls without side effects (the operation table's
+	// read_only): only those are sent again after the backend may have
+	// received them, when their connection breaks before the answer. nil:
+	// none. A call that surely did not reach the backend (its connection
+	// was refused, or broke before the call left whole) is sent again
+	// whatever it is.
+	ReadOnly func(*http.Request) bool
 	// Resolver looks host names up (default net.DefaultResolver).
 	Resolver interface {
 		LookupHost(ctx context.Context, host string) ([]string, error)
@@ -228,7 +235,7 @@ func (p *Pool) RoundTrip(req *http.Request) (*http.Response, error) {
 		if t := e.transport(p, now); h2 {
 			res, err = t.h2.RoundTrip(out)
 		} else {
-			res, err = t.h1.roundTrip(out, mem)
+			res, err = t.h1.roundTrip(out, mem, p.opts.ReadOnly != nil && p.opts.ReadOnly(req))
 		}
 		if err == nil {
 			e.fails.Store(0)
