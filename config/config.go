@@ -156,8 +156,32 @@ type Upstream struct {
 	// Service spreads new ones over new pods. Default 5m; 0: never.
 	MaxConnectionAge time.Duration `yaml:"max_connection_age"`
 	// EjectFor is how long a backend that refuses connections (or fails
-	// three calls in a row) gets no calls. Default 10s.
+	// three calls in a row, or fails a health check right after a call
+	// timed out in it) gets no calls. Default 10s.
 	EjectFor time.Duration `yaml:"eject_for"`
+	// HealthCheck: the edge checks every backend on its own.
+	HealthCheck HealthCheck `yaml:"health_check"`
+}
+
+// HealthCheck configures the edge's active checks of each backend: gRPC
+// health checking (grpc.health.v1.Health/Check) on the backend's API
+// address, which orgsvc answers SERVING while its storage answers (what its
+// /readyz says).
+type HealthCheck struct {
+	// Interval between two checks of a backend. Default 5s; 0: no checks,
+	// and no ejection on timeouts (for a backend without gRPC health).
+	Interval time.Duration `yaml:"interval"`
+	// Timeout bounds one check: a backend that takes longer fails it.
+	// Default 1s; at most Interval.
+	Timeout time.Duration `yaml:"timeout"`
+	// UnhealthyThreshold failed checks in a row take a backend out of the
+	// pool. Default 2.
+	UnhealthyThreshold int `yaml:"unhealthy_threshold"`
+	// HealthyThreshold passed checks in a row bring it back. Default 2.
+	HealthyThreshold int `yaml:"healthy_threshold"`
+	// Service is the service name to check; "" (the default): the server
+	// as a whole.
+	Service string `yaml:"service"`
 }
 
 // Backends are the upstream URLs: URLs, or URL alone.

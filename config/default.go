@@ -27,6 +27,12 @@ func Default() *Config {
 			ResolveInterval:  10 * time.Second,
 			MaxConnectionAge: 5 * time.Minute,
 			EjectFor:         10 * time.Second,
+			HealthCheck: HealthCheck{
+				Interval:           5 * time.Second,
+				Timeout:            time.Second,
+				UnhealthyThreshold: 2,
+				HealthyThreshold:   2,
+			},
 		},
 		OIDC: OIDC{
 			ClockSkew: 30 * time.Second,

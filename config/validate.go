@@ -80,6 +80,7 @@ func (c *Config) Validate() error {
 	if c.Upstream.MaxConnectionAge < 0 {
 		p.add("upstream.max_connection_age", "must be 0 (never) or positive, not %s", c.Upstream.MaxConnectionAge)
 	}
+	checkHealthCheck(&p, c.Upstream.HealthCheck)
 
 	checkIssuerURL(&p, "oidc.issuer_url", c.OIDC.IssuerURL)
 	switch {
@@ -388,6 +389,25 @@ func checkRedis(p *problems, r Redis) {
 	}
 	if r.MinIdleConns < 0 || r.MinIdleConns > r.PoolSize {
 		p.add("redis.min_idle_conns", "must be 0 to pool_size (%d), not %d", r.PoolSize, r.MinIdleConns)
+	}
+}
+
+// checkHealthCheck checks upstream.health_check when checks are on.
+func checkHealthCheck(p *problems, h HealthCheck) {
+	switch {
+	case h.Interval < 0:
+		p.add("upstream.health_check.interval", "must be 0 (no checks) or positive, not %s", h.Interval)
+	case h.Interval > 0:
+		checkPositive(p, "upstream.health_check.timeout", h.Timeout)
+		if h.Timeout > h.Interval {
+			p.add("upstream.health_check.timeout", "must be at most upstream.health_check.interval (%s), not %s", h.Interval, h.Timeout)
+		}
+		if h.UnhealthyThreshold < 1 {
+			p.add("upstream.health_check.unhealthy_threshold", "must be at least 1, not %d", h.UnhealthyThreshold)
+		}
+		if h.HealthyThreshold < 1 {
+			p.add("upstream.health_check.healthy_threshold", "must be at least 1, not %d", h.HealthyThreshold)
+		}
 	}
 }
 

@@ -295,6 +295,7 @@ func TestDashboardIsWellFormed(t *testing.T) {
 	}
 	// What the SRE reads on it (docs/operations.md walks through these).
 	for _, want := range []string{
+		"Calls by backend", "Failed calls by backend", "Backend p99 by address", "Ejections by backend", "Backend health",
 		"Calls by service and method", "Calls by code (not ok)", "Edge latency (unary)", "Upstream latency (unary)",
 		"Edge overhead (time in the edge)", "Refusals by plan and limit", "Quota refusals", "Idempotent replays",
 		"Open streams by method", "Stream leases held", "Redis latency by operation", "Circuit breaker by replica",

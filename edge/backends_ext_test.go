@@ -3,7 +3,9 @@ package edge_test
 import (
 	"net"
 	"net/http"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/orgedge/edge/internal/testkit"
 )
@@ -66,4 +68,62 @@ func TestUpstreamCallersDeadlinesEjectNoBackend(t *testing.T) {
 		counts[i] = b.calls.Load() - before[i]
 	}
 	wantEvenSpread(t, counts)
+}
+
+// waitMetric waits until the edge's metric named name, with labels, sums
+// to want.
+func waitMetric(t *testing.T, e *testkit.Edge, want float64, name string, labels ...string) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		got := testkit.Scrape(t, e.AdminURL+"/metrics").Sum(name, labels...)
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s%v is %v, want %v", name, labels, got, want)
+		}
+	}
+}
+
+// A backend that accepts calls and never answers (frozen, as under kill
+// -STOP) is taken out by the health checks, with no customer call to find
+// it: afterwards no call goes to it or waits for it, and its per-backend
+// metrics say so. Once it answers again, its checks bring it back.
+func TestUpstreamFrozenBackendIsTakenOutByHealthChecks(t *testing.T) {
+	t.Parallel()
+	iss := testkit.StartIssuer(t)
+	live, frozen := startCountingBackend(t), startCountingBackend(t)
+	fp := testkit.StartFaultProxy(t, strings.TrimPrefix(frozen.url, "http://"))
+	cfg := testkit.EdgeConfig(t, live.url, iss.URL())
+	cfg.Upstream.URLs = []string{live.url, "http://" + fp.Addr}
+	cfg.Upstream.HealthCheck.Interval, cfg.Upstream.HealthCheck.Timeout = 500*time.Millisecond, 400*time.Millisecond
+	cfg.Requests.MaxUnaryTimeout = 3 * time.Second // a call the frozen backend holds fails then
+	plan := cfg.Limits.Plans["enterprise"]
+	plan.RequestsPerMinute, plan.Burst, plan.RequestsPerDay = 1_000_000, 10_000, 0
+	cfg.Limits.Plans["enterprise"] = plan
+	e := testkit.StartEdge(t, cfg)
+	org := testkit.NewClients(e.URL, testkit.HTTPJSON, testkit.Token(t, iss.URL(), "enterprise-frozen")).Org
+	if errs := callMany(ctxT(t), org, 40, 2); len(errs) > 0 || frozen.calls.Load() == 0 {
+		t.Fatalf("before the freeze: %d calls failed, %d reached the second backend", len(errs), frozen.calls.Load())
+	}
+
+	fp.Stall()
+	waitMetric(t, e, 0, "edge_backend_healthy", "backend", fp.Addr) // no customer call made
+	seen := frozen.calls.Load()
+	if errs := callMany(ctxT(t), org, 100, 2); len(errs) > 0 {
+		t.Fatalf("with one backend frozen: %d of 100 calls failed (a call sent to it waits out its deadline), first: %v", len(errs), errs[0])
+	}
+	if n := frozen.calls.Load() - seen; n > 0 {
+		t.Errorf("the frozen backend got %d calls after its checks failed", n)
+	}
+	if s := testkit.Scrape(t, e.AdminURL+"/metrics"); s.Sum("edge_backend_calls_total", "backend", strings.TrimPrefix(live.url, "http://"), "result", "answered") < 100 {
+		t.Errorf("edge_backend_calls_total of the live backend: %v answered, want at least 100", s.Sum("edge_backend_calls_total", "backend", strings.TrimPrefix(live.url, "http://")))
+	}
+
+	fp.Heal()
+	waitMetric(t, e, 1, "edge_backend_healthy", "backend", fp.Addr)
+	seen = frozen.calls.Load()
+	if errs := callMany(ctxT(t), org, 40, 2); len(errs) > 0 || frozen.calls.Load() == seen {
+		t.Errorf("after the thaw: %d calls failed, %d reached the thawed backend", len(errs), frozen.calls.Load()-seen)
+	}
 }

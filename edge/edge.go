@@ -107,6 +107,7 @@ func New(o Options) (*Server, error) {
 	s.pool = proxy.NewPool(proxy.PoolOptions{
 		Upstreams: ups, DialTimeout: uc.DialTimeout, ResolveInterval: uc.ResolveInterval,
 		MaxConnAge: uc.MaxConnectionAge, EjectFor: uc.EjectFor, Logger: s.log,
+		HealthCheck: proxy.HealthCheck(uc.HealthCheck), Observer: o.Metrics.Backends(),
 		// gRPC needs HTTP/2 for its trailers; a stream is long-lived, and
 		// h2c carries it whatever its protocol.
 		HTTP2: func(r *http.Request) bool {

@@ -33,6 +33,7 @@ type Metrics struct {
 	inflight     prometheus.Gauge
 	quota        *quotaMetrics
 	canceled     canceledLines
+	backends     *backendMetrics
 
 	// Children looked up once per label set and kept: the hot path reads a
 	// map instead of hashing label values into the vector on every call.
@@ -191,6 +192,7 @@ func NewMetrics(reg prometheus.Registerer, auth *authn.Authenticator, rates *rat
 	}
 	reg.MustRegister(m.upstream, m.reservations, m.openStreams, m.leases, m.inflight)
 	m.quota = newQuotaMetrics(reg)
+	m.backends = newBackendMetrics(reg)
 	reg.MustRegister(m.decisions, m.idem)
 	registerBreakerMetrics(reg, rates)
 	reg.MustRegister(m.overheads, m.unavailables, m.deadlines)

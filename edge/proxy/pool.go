@@ -33,8 +33,13 @@ type PoolOptions struct {
 	// connections, which a Service spreads over new pods. 0: never.
 	MaxConnAge time.Duration
 	// EjectFor is how long a backend that refused a connection (or failed
-	// three calls in a row) gets no calls. Default 10s.
+	// three calls in a row, or failed a health check after a call timed out
+	// in it) gets no calls. Default 10s.
 	EjectFor time.Duration
+	// HealthCheck: active checks of every backend (zero: none).
+	HealthCheck HealthCheck
+	// Observer counts calls, ejections and health per backend (nil: none).
+	Observer Observer
 	// HTTP2 tells the calls that need HTTP/2 to the backend (gRPC, for its
 	// trailers, and streams); the others go over pooled HTTP/1.1.
 	HTTP2 func(*http.Request) bool
@@ -62,10 +67,11 @@ const maxMemoryBody = 64 << 10
 const failuresToEject = 3
 
 // Pool is an http.RoundTripper over every backend: it balances calls (the
-// less busy of the next two in turn), ejects a backend that fails for a
-// while, and sends a call whose connection was refused to another backend.
-// Each backend has an HTTP/1.1 transport (many pooled connections,
-// uncompressed) and an h2c one (gRPC and streams).
+// less busy of two next to each other in turn), checks every backend's
+// health, ejects a backend that fails for a while, and sends a call whose
+// connection was refused to another backend. Each backend has an HTTP/1.1
+// transport (many pooled connections, uncompressed) and an h2c one (gRPC,
+// streams and health checks).
 type Pool struct {
 	opts      PoolOptions
 	endpoints atomic.Pointer[[]*endpoint]
@@ -73,6 +79,9 @@ type Pool struct {
 	stop      chan struct{}
 	stopOnce  sync.Once
 	done      sync.WaitGroup
+	// ctx ends health checks in flight when the pool closes.
+	ctx    context.Context
+	cancel context.CancelFunc
 }
 
 // endpoint is one backend address.
@@ -82,7 +91,9 @@ type endpoint struct {
 	calls    atomic.Uint64
 	fails    atomic.Int32
 	ejected  atomic.Int64 // until, unix nanoseconds
+	health   health
 	conns    atomic.Pointer[transports]
+	obs      BackendObserver
 }
 
 // transports are an endpoint's connections of one generation.
@@ -93,7 +104,8 @@ type transports struct {
 }
 
 // NewPool returns the pool; it contacts nothing before the first call (host
-// names are resolved in the background). Close stops the resolver.
+// names are resolved and backends checked in the background). Close stops
+// both.
 func NewPool(o PoolOptions) *Pool {
 	if o.EjectFor <= 0 {
 		o.EjectFor = 10 * time.Second
@@ -104,7 +116,11 @@ func NewPool(o PoolOptions) *Pool {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.Observer == nil {
+		o.Observer = nopObserver{}
+	}
 	p := &Pool{opts: o, stop: make(chan struct{})}
+	p.ctx, p.cancel = context.WithCancel(context.Background())
 	var eps []*endpoint
 	resolve := false
 	for _, u := range o.Upstreams {
@@ -118,12 +134,17 @@ func NewPool(o PoolOptions) *Pool {
 		p.done.Add(1)
 		go p.resolveLoop()
 	}
+	if o.HealthCheck.Interval > 0 {
+		p.done.Add(1)
+		go p.healthLoop()
+	}
 	return p
 }
 
-// Close stops re-resolving and closes idle connections.
+// Close stops re-resolving and health checks and closes idle connections.
 func (p *Pool) Close() {
 	p.stopOnce.Do(func() { close(p.stop) })
+	p.cancel()
 	p.done.Wait()
 	for _, e := range *p.endpoints.Load() {
 		e.conns.Load().closeIdle()
@@ -131,7 +152,7 @@ func (p *Pool) Close() {
 }
 
 func (p *Pool) newEndpoint(addr string) *endpoint {
-	e := &endpoint{addr: addr}
+	e := &endpoint{addr: addr, obs: p.opts.Observer.Backend(addr)}
 	e.conns.Store(p.newTransports(addr, time.Now()))
 	return e
 }
@@ -191,8 +212,9 @@ func (e *endpoint) transport(p *Pool, now time.Time) *transports {
 
 func (e *endpoint) isEjected(now int64) bool { return e.ejected.Load() > now }
 
-// available reports a backend that may get calls.
-func (e *endpoint) available(now int64) bool { return !e.isEjected(now) }
+// available reports a backend that may get calls: not ejected, and
+// passing its health checks.
+func (e *endpoint) available(now int64) bool { return !e.isEjected(now) && !e.health.unhealthy.Load() }
 
 // RoundTrip sends req to one backend; if the backend refuses the
 // connection (nothing was sent), to another one.
@@ -232,25 +254,37 @@ func (p *Pool) RoundTrip(req *http.Request) (*http.Response, error) {
 			res *http.Response
 			err error
 		)
+		sent := time.Now()
 		if t := e.transport(p, now); h2 {
 			res, err = t.h2.RoundTrip(out)
 		} else {
 			res, err = t.h1.roundTrip(out, mem, p.opts.ReadOnly != nil && p.opts.ReadOnly(req))
 		}
 		if err == nil {
+			e.obs.Called(Answered, time.Since(sent))
 			e.fails.Store(0)
 			res.Body = &endpointBody{ReadCloser: res.Body, e: e}
 			return res, nil
 		}
 		e.inflight.Add(-1)
-		if req.Context().Err() != nil {
+		if cerr := req.Context().Err(); cerr != nil {
 			// The caller's deadline ran out or the caller left: the call
-			// says nothing of the backend, so it counts neither way.
+			// says nothing of the backend by itself, so it counts neither
+			// way. A deadline that ran out while the backend held the call
+			// asks for a health check of it now.
+			e.obs.Called(Abandoned, time.Since(sent))
+			if errors.Is(cerr, context.DeadlineExceeded) {
+				p.suspect(e)
+			}
 			return nil, err
 		}
+		e.obs.Called(Failed, time.Since(sent))
 		refused := connectionRefused(err)
-		if refused || e.fails.Add(1) >= failuresToEject {
-			p.eject(e, now, err)
+		switch {
+		case refused:
+			p.eject(e, now, EjectedRefused, err)
+		case e.fails.Add(1) >= failuresToEject:
+			p.eject(e, now, EjectedFailures, err)
 		}
 		tried = append(tried, e)
 		if !refused || (body != nil && body.read.Load()) || len(tried) >= len(*p.endpoints.Load()) {
@@ -300,10 +334,16 @@ func (p *Pool) pick(now int64, tried []*endpoint) *endpoint {
 	return a
 }
 
-func (p *Pool) eject(e *endpoint, now time.Time, err error) {
+func (p *Pool) eject(e *endpoint, now time.Time, reason string, err error) {
 	until := now.Add(p.opts.EjectFor).UnixNano()
 	if old := e.ejected.Load(); old < now.UnixNano() && e.ejected.CompareAndSwap(old, until) {
-		p.opts.Logger.Warn("backend ejected", "backend", e.addr, "for", p.opts.EjectFor, "err", err)
+		p.opts.Logger.Warn("backend ejected", "backend", e.addr, "reason", reason, "for", p.opts.EjectFor, "err", err)
+		e.obs.Ejected(reason)
+		time.AfterFunc(p.opts.EjectFor, func() {
+			if e.ejected.Load() == until {
+				e.obs.EjectionOver()
+			}
+		})
 	}
 	e.fails.Store(0)
 }
@@ -427,6 +467,7 @@ func (p *Pool) resolve() {
 	p.endpoints.Store(&eps)
 	for _, gone := range byAddr {
 		gone.conns.Load().closeIdle()
+		gone.obs.Forget()
 	}
 	if len(byAddr) > 0 || len(eps) != len(old) {
 		p.opts.Logger.Info("upstream backends", "addrs", strings.Join(addrs, ","))
@@ -439,6 +480,8 @@ type Backend struct {
 	Calls    uint64 // calls sent to it, since start
 	InFlight int64
 	Ejected  bool
+	// Healthy: it passes its health checks (or none run).
+	Healthy bool
 }
 
 // Backends lists the current backends.
@@ -446,7 +489,8 @@ func (p *Pool) Backends() []Backend {
 	now := time.Now().UnixNano()
 	var out []Backend
 	for _, e := range *p.endpoints.Load() {
-		out = append(out, Backend{Addr: e.addr, Calls: e.calls.Load(), InFlight: e.inflight.Load(), Ejected: e.isEjected(now)})
+		out = append(out, Backend{Addr: e.addr, Calls: e.calls.Load(), InFlight: e.inflight.Load(), Ejected: e.isEjected(now),
+			Healthy: !e.health.unhealthy.Load()})
 	}
 	return out
 }
