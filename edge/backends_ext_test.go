@@ -56,6 +56,8 @@ func TestUpstreamCallersDeadlinesEjectNoBackend(t *testing.T) {
 	if errs := callMany(ctxT(t), impatient, 8, 1); len(errs) != 8 {
 		t.Fatalf("%d of 8 calls with a 1ns deadline failed, want all", len(errs))
 	}
+	// They ran out before reaching a backend: the client's choice.
+	waitMetric(t, e, 8, "edge_deadline_exceeded_total", "origin", "client")
 	before := make([]int64, len(bes))
 	for i, b := range bes {
 		before[i] = b.calls.Load()

@@ -162,16 +162,18 @@ func TestAbandonedCallIsCanceledAndUnavailableNamesTheDependency(t *testing.T) {
 		t.Errorf("the access log does not say canceled:\n%s", log.String())
 	}
 
-	// The client's own short deadline passes: deadline_exceeded, but the
-	// client's choice, not the service failing.
+	// The client's own short deadline passes while the backend holds the
+	// call: deadline_exceeded, and the service's failure (a hanging
+	// backend looks just so), not the client's choice.
 	if code, body := postJSON(t, e.URL, tok, listOrgs, "{}", map[string]string{"Connect-Timeout-Ms": "300"}); body["code"] != "deadline_exceeded" {
 		t.Fatalf("short deadline: %d %v", code, body)
 	}
 	m = eventually(t, e.AdminURL+"/metrics", "the short deadline recorded", func(m testkit.Samples) bool {
 		return m.Sum("edge_requests_total", "method", "ListOrganizations") == 2
 	})
-	if got := m.Sum("edge_deadline_exceeded_total", "origin", "client"); got != 1 {
-		t.Errorf("edge_deadline_exceeded_total{origin=client} = %v, want 1 (edge: %v)", got, m.Sum("edge_deadline_exceeded_total", "origin", "edge"))
+	if got := m.Sum("edge_deadline_exceeded_total", "origin", "backend"); got != 1 {
+		t.Errorf("edge_deadline_exceeded_total{origin=backend} = %v, want 1 (client: %v, edge: %v)", got,
+			m.Sum("edge_deadline_exceeded_total", "origin", "client"), m.Sum("edge_deadline_exceeded_total", "origin", "edge"))
 	}
 
 	// A backend that is gone: unavailable, reason upstream.

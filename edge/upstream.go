@@ -23,6 +23,9 @@ type upstreamTransport struct {
 func (t *upstreamTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	start := time.Now()
 	st := call.Of(req)
+	if deadline, ok := req.Context().Deadline(); !ok || start.Before(deadline) {
+		st.Rec.Sent()
+	}
 	c := st.Call
 	ctx, span := t.tracing.StartUpstream(req.Context(), c, req.URL.Host)
 	if span.IsRecording() {

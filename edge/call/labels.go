@@ -3,7 +3,10 @@ package call
 // Origins of a deadline_exceeded result (edge_deadline_exceeded_total).
 const (
 	DeadlineByClient = "client" // the client's own, shorter deadline passed
-	DeadlineByEdge   = "edge"   // the edge's cap passed: the service was too slow
+	DeadlineByEdge   = "edge"   // the edge's cap passed before the call reached the backend: the service was too slow
+	// DeadlineInBackend: either deadline passed while the backend held the
+	// call: the service's failure, whoever chose the deadline.
+	DeadlineInBackend = "backend"
 )
 
 // Outcomes of a call (edge_request_duration_seconds): what became of it.

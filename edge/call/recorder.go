@@ -48,6 +48,9 @@ type Recorder struct {
 	// clientDeadline: the client chose a deadline shorter than the edge's
 	// cap (requests.max_*_timeout), so deadline_exceeded is its choice.
 	clientDeadline bool
+	// sent: the call left for the backend with time left, so a deadline
+	// that ran out afterwards ran out while the backend held it.
+	sent atomic.Bool
 }
 
 // NewRecorder records what goes out to w for call c.
@@ -126,8 +129,16 @@ func (r *Recorder) UnavailableReason() string {
 	return r.reason
 }
 
-// DeadlineOrigin says whose deadline a deadline_exceeded result was.
+// Sent records that the call left for the backend with time left.
+func (r *Recorder) Sent() { r.sent.Store(true) }
+
+// DeadlineOrigin says where a deadline_exceeded result's deadline ran out:
+// in the backend (the service's failure, whoever chose the deadline), or
+// before the call reached it (the client's choice if it chose the deadline).
 func (r *Recorder) DeadlineOrigin() string {
+	if r.sent.Load() {
+		return DeadlineInBackend
+	}
 	if r.clientDeadline {
 		return DeadlineByClient
 	}

@@ -132,10 +132,11 @@ func NewMetrics(reg prometheus.Registerer, auth *authn.Authenticator, rates *rat
 	}
 	m.deadlines = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "edge_deadline_exceeded_total",
-		Help: "Calls that ended deadline_exceeded, by whose deadline passed: client (a deadline the client chose, shorter than the edge's cap: not a server error) or edge (the edge's cap).",
+		Help: "Calls that ended deadline_exceeded, by where: backend (the deadline, the client's or the edge's cap, ran out while the backend held the call: the service's failure), client (a deadline the client chose, shorter than the edge's cap, ran out before the call reached the backend: not a server error) or edge (the edge's cap ran out before that).",
 	}, []string{"origin"})
 	m.deadlines.WithLabelValues(call.DeadlineByClient)
 	m.deadlines.WithLabelValues(call.DeadlineByEdge)
+	m.deadlines.WithLabelValues(call.DeadlineInBackend)
 	m.decisions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "edge_limit_decisions_total",
 		Help: "Limit decisions by plan, the limit that decided (plan, daily, op:<Method>, streams, quota kinds) and outcome (allowed, refused, shadow_refused: a shadow limit would have refused, the call was admitted).",
