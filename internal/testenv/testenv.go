@@ -9,8 +9,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"net/url"
 	"os"
+	"os/exec"
 	"testing"
 	"time"
 
@@ -33,10 +35,7 @@ func need(t testing.TB, v, what string) string {
 	if s != "" {
 		return s
 	}
-	if InCI() {
-		t.Fatalf("%s is required under CI=true but %s is not set (run the tests with scripts/test)", what, v)
-	}
-	t.Skipf("no %s: set %s or run the tests with scripts/test", what, v)
+	Missing(t, what, fmt.Sprintf("set %s or run the tests with scripts/test", v))
 	return ""
 }
 
@@ -89,4 +88,24 @@ func PostgresDatabase(t testing.TB) string {
 	}
 	u.Path = "/" + name
 	return u.String()
+}
+
+// Missing skips the test for want of what (fails it under CI=true); how
+// says how to get it.
+func Missing(t testing.TB, what, how string) {
+	t.Helper()
+	if InCI() {
+		t.Fatalf("%s is required under CI=true: %s", what, how)
+	}
+	t.Skipf("no %s: %s", what, how)
+}
+
+// Command returns the path of the program name on PATH, or calls Missing.
+func Command(t testing.TB, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		Missing(t, name, "run the tests with scripts/test, which installs it")
+	}
+	return p
 }

@@ -29,7 +29,14 @@ type Edge struct {
 // no two edges of a test run share limits.
 func EdgeConfig(t testing.TB, upstreamURL, issuerURL string) *config.Config {
 	t.Helper()
-	cfg := config.Default()
+	return EdgeConfigFrom(t, config.Default(), upstreamURL, issuerURL)
+}
+
+// EdgeConfigFrom is EdgeConfig on a configuration of the test's (such as one
+// config.Parse read from YAML) instead of the default: it sets the same
+// fields and keeps the others.
+func EdgeConfigFrom(t testing.TB, cfg *config.Config, upstreamURL, issuerURL string) *config.Config {
+	t.Helper()
 	cfg.Redis.Addr = testenv.RedisAddr(t)
 	cfg.Redis.KeyPrefix = testenv.Unique("test") + ":"
 	// A loaded CI machine running -race can take longer than the production
