@@ -10,14 +10,17 @@ import (
 )
 
 // refusals remember what Redis refused, by limit, until the refusal expires:
-// a subject over a limit is refused again without a round trip. A refusal
-// only grows until then (a TAT or a day's count does not go back), so the
-// cache never refuses what Redis would admit, for a cost at least as high.
+// a subject over a limit is refused again without a round trip. Under
+// unchanged numbers a refusal only grows until then (a TAT or a day's count
+// does not go back), so the cache never refuses what Redis would admit, for
+// a cost at least as high. A refusal holds only for the numbers it was made
+// under: a request under others goes to Redis, and its answer replaces it.
 type refusals struct {
-	cache *lru.Cache[limitID, refusal] // by keys.ids or keys.dayID
+	cache *lru.Cache[string, refusal] // by the limit's key
 }
 
 type refusal struct {
+	id           limitID   // the numbers that refused
 	until, reset time.Time // edge clock
 	cost         int
 }
@@ -26,7 +29,7 @@ func newRefusals(size int) *refusals {
 	if size < 0 {
 		return &refusals{}
 	}
-	c, _ := lru.New[limitID, refusal](size) // size > 0: no error
+	c, _ := lru.New[string, refusal](size) // size > 0: no error
 	return &refusals{cache: c}
 }
 
@@ -37,8 +40,8 @@ func (r *refusals) decide(req Request, k keys, now time.Time) (Decision, bool) {
 	}
 	d := Decision{Source: SourceCache}
 	check := func(id limitID, name string, limit, burst int, window time.Duration) {
-		f, ok := r.cache.Get(id)
-		if !ok || !now.Before(f.until) || req.Cost < f.cost {
+		f, ok := r.cache.Get(id.key)
+		if !ok || f.id != id || !now.Before(f.until) || req.Cost < f.cost {
 			return
 		}
 		d.States = append(d.States, State{Name: name, Limit: limit, Burst: burst, Window: window, ResetAfter: f.reset.Sub(now)})
@@ -68,29 +71,56 @@ func (r *refusals) remember(req Request, k keys, v verdict, now time.Time) {
 		if i < len(req.Limits) {
 			id = k.ids[i]
 		}
-		r.cache.Add(id, refusal{until: now.Add(v.retry[i]), reset: now.Add(s.ResetAfter), cost: req.Cost})
+		r.cache.Add(id.key, refusal{id: id, until: now.Add(v.retry[i]), reset: now.Add(s.ResetAfter), cost: req.Cost})
 	}
 }
 
 // localLimiter decides while Redis fails under FailOpen: this replica alone
 // admits its share of each limit, with golang.org/x/time/rate per subject
-// and limit, and a count per subject and day.
+// and limit, and a count per subject and day. Like the script, it carries
+// what a subject spent over a change of a limit's numbers.
 type localLimiter struct {
 	share float64
 
-	mu    sync.Mutex // makes check-then-consume atomic across limits
-	rates *lru.Cache[limitID, *rate.Limiter]
-	days  *lru.Cache[limitID, int]
+	mu    sync.Mutex                    // makes check-then-consume atomic across limits
+	rates *lru.Cache[string, localRate] // by the limit's key
+	days  *lru.Cache[string, int]       // by the day's key
+}
+
+// localRate is a subject's local limiter of one limit, and the numbers it
+// was made for.
+type localRate struct {
+	id limitID
+	rl *rate.Limiter
 }
 
 func newLocalLimiter(share float64, size int) *localLimiter {
-	rates, _ := lru.New[limitID, *rate.Limiter](size)
-	days, _ := lru.New[limitID, int](size)
+	rates, _ := lru.New[string, localRate](size)
+	days, _ := lru.New[string, int](size)
 	return &localLimiter{share: share, rates: rates, days: days}
 }
 
 // part is this replica's share of n, at least 1.
 func (ll *localLimiter) part(n int) int { return max(1, int(ll.share*float64(n))) }
+
+// limiter is the local limiter of lim at now: made afresh (full) for a
+// limit it has not seen, or, if lim's numbers changed, made for the new
+// ones holding what was spent of the old (in requests, rounded up, at most
+// the new burst).
+func (ll *localLimiter) limiter(id limitID, lim Limit, now time.Time) *rate.Limiter {
+	old, ok := ll.rates.Get(id.key)
+	if ok && old.id == id {
+		return old.rl
+	}
+	perSecond := ll.share * float64(lim.Rate) / lim.Period.Seconds()
+	rl := rate.NewLimiter(rate.Limit(perSecond), ll.part(lim.Burst))
+	if ok {
+		spent := math.Ceil(float64(old.rl.Burst()) - old.rl.TokensAt(now) - 1e-9)
+		rl.AllowN(now, min(int(max(spent, 0)), rl.Burst()))
+	}
+	ll.rates.Add(id.key, localRate{id: id, rl: rl})
+	return rl
+}
 
 func (ll *localLimiter) decide(req Request, k keys, now time.Time) Decision {
 	ll.mu.Lock()
@@ -105,18 +135,13 @@ func (ll *localLimiter) decide(req Request, k keys, now time.Time) Decision {
 	cost := float64(req.Cost)
 	lims := make([]*rate.Limiter, len(req.Limits))
 	for i, lim := range req.Limits {
-		rl, ok := ll.rates.Get(k.ids[i])
-		if !ok {
-			perSecond := ll.share * float64(lim.Rate) / lim.Period.Seconds()
-			rl = rate.NewLimiter(rate.Limit(perSecond), ll.part(lim.Burst))
-			ll.rates.Add(k.ids[i], rl)
-		}
+		rl := ll.limiter(k.ids[i], lim, now)
 		lims[i] = rl
 		if tokens := rl.TokensAt(now); tokens < cost {
 			refuse(lim.Name, secondsOf((cost-tokens)/float64(rl.Limit())))
 		}
 	}
-	used, _ := ll.days.Get(k.dayID)
+	used, _ := ll.days.Get(k.day)
 	if req.Daily > 0 && used+req.Cost > ll.part(req.Daily) {
 		refuse(DailyName, k.midnight.Sub(now))
 	}
@@ -125,7 +150,7 @@ func (ll *localLimiter) decide(req Request, k keys, now time.Time) Decision {
 			rl.AllowN(now, req.Cost)
 		}
 		used += req.Cost
-		ll.days.Add(k.dayID, used)
+		ll.days.Add(k.day, used)
 	}
 	for i, lim := range req.Limits {
 		rl := lims[i]

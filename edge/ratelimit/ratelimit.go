@@ -301,7 +301,8 @@ func (r *Request) validate() error {
 	}
 	for i, lim := range r.Limits {
 		switch {
-		case lim.Name == "" || lim.Name == DailyName || strings.HasPrefix(lim.Name, "day:") || strings.HasPrefix(lim.Name, "month:"):
+		case lim.Name == "" || lim.Name == DailyName ||
+			strings.HasPrefix(lim.Name, "day:") || strings.HasPrefix(lim.Name, "month:") || strings.HasPrefix(lim.Name, intervalKey):
 			return fmt.Errorf("ratelimit: limit name %q is empty or reserved", lim.Name)
 		case slices.ContainsFunc(r.Limits[:i], func(l Limit) bool { return l.Name == lim.Name }):
 			return fmt.Errorf("ratelimit: limit %q twice in one request", lim.Name)
@@ -315,13 +316,19 @@ func (r *Request) validate() error {
 // keys are a request's Redis keys and the identities under which the
 // in-process tables remember its limits.
 type keys struct {
-	all        []string // the script's KEYS: one per limit, day, month
+	// The script's KEYS: per limit its TAT, then per limit its interval,
+	// the day, the month.
+	all        []string
 	day, month string
-	ids        []limitID // per limit: key and numbers, so that new numbers start afresh
+	ids        []limitID // per limit: key and numbers
 	dayID      limitID
 	// On the edge's clock: now, and the ends of the day and month windows.
 	now, midnight, monthEnd time.Time
 }
+
+// intervalKey and a limit's name name the key of its interval. Limits may
+// not take such names.
+const intervalKey = "iv:"
 
 // keysFor names the subject's keys. They share a hash tag so that one
 // request's keys are on one Redis Cluster slot; the tag is a hash of the
@@ -344,12 +351,13 @@ func keysFor(keyPrefix string, req Request, now time.Time) keys {
 		month:    prefix + "month:" + string(day[:7]),
 		midnight: time.Date(y, m, d+1, 0, 0, 0, 0, time.UTC),
 		monthEnd: time.Date(y, m+1, 1, 0, 0, 0, 0, time.UTC),
-		all:      make([]string, 0, len(req.Limits)+2),
+		all:      make([]string, 2*len(req.Limits), 2*len(req.Limits)+2),
 		ids:      make([]limitID, 0, len(req.Limits)),
 	}
-	for _, lim := range req.Limits {
+	for i, lim := range req.Limits {
 		key := prefix + lim.Name
-		k.all = append(k.all, key)
+		k.all[i] = key
+		k.all[len(req.Limits)+i] = prefix + intervalKey + lim.Name
 		k.ids = append(k.ids, limitID{key: key, rate: lim.Rate, burst: lim.Burst, period: lim.Period})
 	}
 	k.all = append(k.all, k.day, k.month)
@@ -357,8 +365,9 @@ func keysFor(keyPrefix string, req Request, now time.Time) keys {
 	return k
 }
 
-// limitID names a limit in the in-process tables: its key and its numbers,
-// so that a limit whose numbers change starts afresh there.
+// limitID names a limit in the in-process tables: its key, under which
+// they hold it, and the numbers they hold it under, so that they can tell
+// when those changed.
 type limitID struct {
 	key         string
 	rate, burst int
