@@ -139,3 +139,49 @@ func TestOperatorAPIOnLoopbackNeedsNoToken(t *testing.T) {
 		t.Errorf("no audit line by loopback:\n%s", s.log.String())
 	}
 }
+
+// Support looks up a customer whose plan comes from its token: the edge
+// cannot see the token, so it shows the plan the customer's calls were last
+// charged under (kept with its day's count), with that plan's limits.
+func TestInspectShowsThePlanTheSubjectsTokenWasChargedUnder(t *testing.T) {
+	t.Parallel()
+	s := startFromFile(t, nil) // default plan free; admin on loopback
+	tok := s.token("pro-support-dana")
+	sub := subjectOf(t, tok)
+	path := "/admin/v1/subjects/" + url.PathEscape(sub)
+
+	inspect := func() admin.SubjectState {
+		t.Helper()
+		code, body := adminCall(t, "GET", s.edge.AdminURL, path, "")
+		var st admin.SubjectState
+		if err := json.Unmarshal(body, &st); code != http.StatusOK || err != nil {
+			t.Fatalf("inspect: %d %s (%v)", code, body, err)
+		}
+		return st
+	}
+	// Before any call there is nothing to go by but the configuration.
+	if st := inspect(); st.Plan != "free" || st.PlanSource != "default_plan" || st.LastChargedPlan != "" {
+		t.Fatalf("before any call: plan %q from %q, last charged %q; want free from default_plan", st.Plan, st.PlanSource, st.LastChargedPlan)
+	}
+	for range 3 {
+		if code, _ := statusOf(t, testkit.HTTP1Client, s.edge.URL, tok, listOrgs); code != http.StatusOK {
+			t.Fatalf("status %d", code)
+		}
+	}
+	pro := s.edge.Config.Limits.Plans["pro"]
+	st := inspect()
+	if st.Plan != "pro" || st.PlanSource != "last_charged" || st.LastChargedPlan != "pro" {
+		t.Fatalf("plan %q from %q, last charged %q; want pro, from the token's charges", st.Plan, st.PlanSource, st.LastChargedPlan)
+	}
+	if l := st.Limits[0]; l.Name != "plan" || l.RequestsPerMinute != pro.RequestsPerMinute || l.Burst != pro.Burst || l.Remaining < pro.Burst-3 || l.Remaining > pro.Burst {
+		t.Errorf("plan limit %+v, want pro's %d/min, burst %d, 3 spent", l, pro.RequestsPerMinute, pro.Burst)
+	}
+	if st.Daily == nil || st.Daily.Limit != pro.RequestsPerDay || st.Daily.Used != 3 {
+		t.Errorf("daily %+v, want 3 used of pro's %d", st.Daily, pro.RequestsPerDay)
+	}
+	// ?plan= still shows another plan's limits, and says what was charged.
+	code, body := adminCall(t, "GET", s.edge.AdminURL, path+"?plan=free", "")
+	if code != http.StatusOK || !strings.Contains(string(body), `"plan": "free"`) || !strings.Contains(string(body), `"last_charged_plan": "pro"`) {
+		t.Errorf("?plan=free: %d %s", code, body)
+	}
+}

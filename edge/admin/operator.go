@@ -188,12 +188,17 @@ type SubjectState struct {
 	Subject     string `json:"subject"`
 	SubjectHash string `json:"subject_hash"` // as the access log names it
 	Plan        string `json:"plan"`
-	// PlanSource: "subject_plans", "default_plan", or "query" (?plan=).
-	// A token's plan claim comes first at call time; the edge cannot know
-	// it here, so ?plan= says which plan to look at.
-	PlanSource string       `json:"plan_source"`
-	Limits     []LimitState `json:"limits"`
-	Daily      *DailyState  `json:"daily,omitempty"`
+	// PlanSource: "last_charged" (the plan the subject's last admitted
+	// call was charged under, whatever decided it: the token's plan claim
+	// included), else "subject_plans" or "default_plan" (no call today or
+	// the plan is no longer configured), or "query" (?plan=).
+	PlanSource string `json:"plan_source"`
+	// LastChargedPlan is the plan of the subject's last admitted call, kept
+	// as long as the day's count (until an hour after the UTC day of that
+	// call); empty when there is none.
+	LastChargedPlan string       `json:"last_charged_plan,omitempty"`
+	Limits          []LimitState `json:"limits"`
+	Daily           *DailyState  `json:"daily,omitempty"`
 	// RequestsThisMonth counts admitted calls (UTC month).
 	RequestsThisMonth int64        `json:"requests_this_month"`
 	Streams           []StreamUse  `json:"streams"`
@@ -262,7 +267,8 @@ func rateRequest(pol *limits.Live, subject, planName string, plan config.Plan) r
 }
 
 // planOf is the plan an operator looks at: ?plan= if it names a plan, else
-// the subject's subject_plans entry, else the default plan.
+// the subject's subject_plans entry, else the default plan. inspect prefers
+// the plan the subject was last charged under, which only Redis knows.
 func planOf(pol *limits.Live, r *http.Request, subject string) (name, source string, plan config.Plan, err error) {
 	if q := r.URL.Query().Get("plan"); q != "" {
 		p, ok := pol.Limits.Plans[strings.ToLower(q)]
@@ -289,8 +295,19 @@ func (o *operator) inspect(ctx context.Context, r *http.Request, subject string)
 	if err != nil {
 		return nil, fmt.Errorf("read rate limits: %w", err)
 	}
+	// The plan last charged comes with the limits; when it is another
+	// configured plan, its limits are read again under it.
+	if charged, ok := pol.Limits.Plans[d.Policy]; ok && source != "query" {
+		if d.Policy != planName {
+			planName, plan = d.Policy, charged
+			if d, err = o.limits.Rates.Peek(ctx, rateRequest(pol, subject, planName, plan)); err != nil {
+				return nil, fmt.Errorf("read rate limits: %w", err)
+			}
+		}
+		source = "last_charged"
+	}
 	st := SubjectState{Subject: subject, SubjectHash: identity.SubjectHash(subject), Plan: planName, PlanSource: source,
-		RequestsThisMonth: d.Month, Streams: []StreamUse{}}
+		LastChargedPlan: d.Policy, RequestsThisMonth: d.Month, Streams: []StreamUse{}}
 	for _, s := range d.States {
 		if s.Name == ratelimit.DailyName {
 			st.Daily = &DailyState{Limit: s.Limit, Used: d.Today, Remaining: s.Remaining,

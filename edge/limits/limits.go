@@ -166,6 +166,7 @@ func (l *Step) admitCall(ctx context.Context, w http.ResponseWriter, c classify.
 		Subject: p.Subject, SubjectSum: p.SubjectSum,
 		Limits: []ratelimit.Limit{{Name: PlanLimit, Rate: plan.RequestsPerMinute, Period: time.Minute, Burst: plan.Burst}},
 		Daily:  plan.RequestsPerDay,
+		Policy: planName, // for the operator API's inspect: the token's plan is known only here
 	}
 	if rule.RatePerMinute > 0 && !replay {
 		req.Limits = append(req.Limits, ratelimit.Limit{Name: OperationPrefix + c.Method, Rate: rule.RatePerMinute, Period: time.Minute, Burst: rule.RatePerMinute})

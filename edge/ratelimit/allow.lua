@@ -15,17 +15,20 @@
 --
 -- KEYS[1..n]     the TAT key of each GCRA limit
 -- KEYS[n+1..2n]  the emission interval each TAT was written under
--- KEYS[2n+1]     the subject's counter for the day (edge's UTC date in the key)
--- KEYS[2n+2]     the subject's counter for the month
+-- KEYS[2n+1]     the policy the subject was last charged under
+-- KEYS[2n+2]     the subject's counter for the day (edge's UTC date in the key)
+-- KEYS[2n+3]     the subject's counter for the month
 -- ARGV[1]     n, the number of GCRA limits
 -- ARGV[2]     cost
 -- ARGV[3]     daily cap, 0 for none
 -- ARGV[4]     seconds the day counter lives (until a little after the day ends)
 -- ARGV[5]     seconds the month counter lives
--- ARGV[3+3i], ARGV[4+3i], ARGV[5+3i]   burst, rate, period (seconds) of limit i
+-- ARGV[6]     the policy this request is charged under ("" for none)
+-- ARGV[4+3i], ARGV[5+3i], ARGV[6+3i]   burst, rate, period (seconds) of limit i
 --
 -- Returns {allowed, daily_refused, today, month} followed, for each limit, by
--- {refused, remaining, tostring(retry_after), tostring(reset_after)}.
+-- {refused, remaining, tostring(retry_after), tostring(reset_after)}, and,
+-- for cost 0 only, the policy last charged (false for none).
 -- today and month include the cost when allowed.
 
 -- this script has side-effects, so it requires replicate commands mode
@@ -35,7 +38,7 @@ local n = tonumber(ARGV[1])
 local cost = tonumber(ARGV[2])
 local cap = tonumber(ARGV[3])
 local peek = cost == 0
-local day_key = KEYS[2 * n + 1]
+local day_key = KEYS[2 * n + 2]
 
 -- Redis's clock, relative to 2017 as in redis_rate, so that every replica
 -- uses one clock and the float keeps its microseconds.
@@ -43,9 +46,9 @@ local jan_1_2017 = 1483228800
 local now = redis.call("TIME")
 now = (now[1] - jan_1_2017) + (now[2] / 1000000)
 
--- One read for every limit's TAT and interval and the day's count (the
--- keys share a hash tag, so one slot).
-local reads = redis.call("MGET", unpack(KEYS, 1, 2 * n + 1))
+-- One read for every limit's TAT and interval, the policy charged and the
+-- day's count (the keys share a hash tag, so one slot).
+local reads = redis.call("MGET", unpack(KEYS, 1, 2 * n + 2))
 
 local allowed = true
 -- Per limit i: tat, new_tat, diff, remaining, emission_interval, burst_offset
@@ -55,9 +58,9 @@ local l = {}
 -- whether the TAT read was converted to the numbers in force.
 local interval, converted = {}, {}
 for i = 1, n do
-  local burst = ARGV[3 + 3 * i]
-  local rate = ARGV[4 + 3 * i]
-  local period = ARGV[5 + 3 * i]
+  local burst = ARGV[4 + 3 * i]
+  local rate = ARGV[5 + 3 * i]
+  local period = ARGV[6 + 3 * i]
 
   local emission_interval = period / rate
   local increment = emission_interval * cost
@@ -94,7 +97,7 @@ for i = 1, n do
     tat, new_tat, diff, remaining, emission_interval, burst_offset
 end
 
-local today = tonumber(reads[2 * n + 1] or "0")
+local today = tonumber(reads[2 * n + 2] or "0")
 local daily_refused = cap > 0 and today + cost > cap
 if daily_refused then
   allowed = false
@@ -121,7 +124,7 @@ if not allowed or peek then
   -- converted to new numbers is kept converted, so that it comes back at
   -- the new rate from now on.
   result[2] = daily_refused and 1 or 0
-  result[4] = tonumber(redis.call("GET", KEYS[2 * n + 2]) or "0")
+  result[4] = tonumber(redis.call("GET", KEYS[2 * n + 3]) or "0")
   for i = 1, n do
     local b = 6 * i - 6
     local tat, diff, remaining = l[b + 1], l[b + 3], l[b + 4]
@@ -137,21 +140,24 @@ if not allowed or peek then
       keep(i, tat, false)
     end
   end
+  if peek then
+    result[4 * n + 5] = reads[2 * n + 1]
+  end
   return result
 end
 
 -- The counters get their expiry when they are made (the call that finds
 -- them at cost): one command each per call instead of two. The day's
--- first request also renews the intervals.
+-- first request also renews the intervals and the policy charged.
 result[1] = 1
 result[3] = redis.call("INCRBY", day_key, ARGV[2])
 local day_started = result[3] == cost
 if day_started then
   redis.call("EXPIRE", day_key, ARGV[4])
 end
-result[4] = redis.call("INCRBY", KEYS[2 * n + 2], ARGV[2])
+result[4] = redis.call("INCRBY", KEYS[2 * n + 3], ARGV[2])
 if result[4] == cost then
-  redis.call("EXPIRE", KEYS[2 * n + 2], ARGV[5])
+  redis.call("EXPIRE", KEYS[2 * n + 3], ARGV[5])
 end
 for i = 1, n do
   local b = 6 * i - 6
@@ -160,5 +166,9 @@ for i = 1, n do
   local r = 4 * i
   result[r + 1], result[r + 2], result[r + 3], result[r + 4] =
     0, math.floor(l[b + 4]), "-1", tostring(new_tat - now)
+end
+local policy = ARGV[6]
+if policy ~= "" and (day_started or reads[2 * n + 1] ~= policy) then
+  redis.call("SET", KEYS[2 * n + 1], policy, "EX", ARGV[4])
 end
 return result

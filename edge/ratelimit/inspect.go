@@ -10,7 +10,9 @@ import (
 // counts, as Allow would see them, without consuming or writing anything:
 // for an operator inspecting one subject. It runs Allow's script at cost 0,
 // directly, outside the circuit breaker, within ctx's deadline. The
-// refusal cache plays no part.
+// refusal cache plays no part. Decision.Policy is the Request.Policy of the
+// subject's last admitted request; it is kept as long as the day's count
+// (until an hour after the UTC day of the last admitted request).
 func (l *Limiter) Peek(ctx context.Context, req Request) (Decision, error) {
 	req.Cost = 1
 	if err := req.validate(); err != nil {
@@ -22,11 +24,15 @@ func (l *Limiter) Peek(ctx context.Context, req Request) (Decision, error) {
 	if err != nil {
 		return Decision{}, fmt.Errorf("ratelimit: peek: %w", err)
 	}
-	d, err := decode(req, k, v)
+	if len(v) != 5+4*len(req.Limits) {
+		return Decision{}, fmt.Errorf("ratelimit: peek answered %d values for %d limits", len(v), len(req.Limits))
+	}
+	policy, _ := v[len(v)-1].(string)
+	d, err := decode(req, k, v[:len(v)-1])
 	if err != nil {
 		return Decision{}, err
 	}
-	d.Allowed, d.Refused, d.RetryAfter = true, "", 0
+	d.Allowed, d.Refused, d.RetryAfter, d.Policy = true, "", 0, policy
 	for i := range d.States {
 		d.States[i].Remaining = min(max(d.States[i].Remaining, 0), d.States[i].Burst)
 	}

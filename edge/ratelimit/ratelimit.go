@@ -80,6 +80,10 @@ type Request struct {
 	Daily int
 	// Cost is how much the request consumes of each limit; 0 means 1.
 	Cost int
+	// Policy names what the request is charged under (the edge: its
+	// plan). An admitted request records it with the subject's state, for
+	// Peek; empty records nothing.
+	Policy string
 }
 
 // Decision is the answer for one request.
@@ -103,6 +107,10 @@ type Decision struct {
 	// day and month, this request included when allowed. Zero unless Source
 	// is SourceRedis.
 	Today, Month int64
+	// Policy is, from Peek only, the Request.Policy of the subject's last
+	// admitted request, if it had one that day or the day before (see
+	// Peek).
+	Policy string
 }
 
 // State is one limit's standing after a decision, for rate limit headers.
@@ -301,7 +309,7 @@ func (r *Request) validate() error {
 	}
 	for i, lim := range r.Limits {
 		switch {
-		case lim.Name == "" || lim.Name == DailyName ||
+		case lim.Name == "" || lim.Name == DailyName || lim.Name == policyKey ||
 			strings.HasPrefix(lim.Name, "day:") || strings.HasPrefix(lim.Name, "month:") || strings.HasPrefix(lim.Name, intervalKey):
 			return fmt.Errorf("ratelimit: limit name %q is empty or reserved", lim.Name)
 		case slices.ContainsFunc(r.Limits[:i], func(l Limit) bool { return l.Name == lim.Name }):
@@ -317,7 +325,7 @@ func (r *Request) validate() error {
 // in-process tables remember its limits.
 type keys struct {
 	// The script's KEYS: per limit its TAT, then per limit its interval,
-	// the day, the month.
+	// the policy charged, the day, the month.
 	all        []string
 	day, month string
 	ids        []limitID // per limit: key and numbers
@@ -326,9 +334,12 @@ type keys struct {
 	now, midnight, monthEnd time.Time
 }
 
-// intervalKey and a limit's name name the key of its interval. Limits may
-// not take such names.
-const intervalKey = "iv:"
+// Names of keys beside the limits': a limit's interval is intervalKey and
+// its name, the policy charged is policyKey. Limits may not take them.
+const (
+	intervalKey = "iv:"
+	policyKey   = "policy"
+)
 
 // keysFor names the subject's keys. They share a hash tag so that one
 // request's keys are on one Redis Cluster slot; the tag is a hash of the
@@ -351,7 +362,7 @@ func keysFor(keyPrefix string, req Request, now time.Time) keys {
 		month:    prefix + "month:" + string(day[:7]),
 		midnight: time.Date(y, m, d+1, 0, 0, 0, 0, time.UTC),
 		monthEnd: time.Date(y, m+1, 1, 0, 0, 0, 0, time.UTC),
-		all:      make([]string, 2*len(req.Limits), 2*len(req.Limits)+2),
+		all:      make([]string, 2*len(req.Limits), 2*len(req.Limits)+3),
 		ids:      make([]limitID, 0, len(req.Limits)),
 	}
 	for i, lim := range req.Limits {
@@ -360,7 +371,7 @@ func keysFor(keyPrefix string, req Request, now time.Time) keys {
 		k.all[len(req.Limits)+i] = prefix + intervalKey + lim.Name
 		k.ids = append(k.ids, limitID{key: key, rate: lim.Rate, burst: lim.Burst, period: lim.Period})
 	}
-	k.all = append(k.all, k.day, k.month)
+	k.all = append(k.all, prefix+policyKey, k.day, k.month)
 	k.dayID = limitID{key: k.day, rate: req.Daily}
 	return k
 }
@@ -379,7 +390,7 @@ type limitID struct {
 func (k keys) args(req Request) []any {
 	args := []any{
 		len(req.Limits), req.Cost, req.Daily,
-		k.ttl(k.midnight, time.Hour), k.ttl(k.monthEnd, 24*time.Hour),
+		k.ttl(k.midnight, time.Hour), k.ttl(k.monthEnd, 24*time.Hour), req.Policy,
 	}
 	for _, lim := range req.Limits {
 		args = append(args, lim.Burst, lim.Rate, lim.Period.Seconds())

@@ -110,13 +110,15 @@ func commandCalls(t *testing.T, rdb redis.UniversalClient) map[string]int64 {
 // little as it can while deciding exactly as redis_rate does: the clock,
 // one read of the limit and the day, the limit's write, and the two
 // counters, whose expiry is set once, when they are made. (redis_rate's
-// Allow runs TIME, GET, SET.)
+// Allow runs TIME, GET, SET.) Keeping the limit's interval and the policy
+// the request is charged under adds none: they are read with the rest and
+// written only by the day's first request or when they change.
 func TestAnAdmittedRequestRunsFiveRedisCommands(t *testing.T) {
 	srv := testenv.StartRedisProcess(t, testenv.RedisProcessOptions{})
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	t.Cleanup(func() { _ = rdb.Close() })
 	l := ratelimit.New(rdb, ratelimit.Options{})
-	req := ratelimit.Request{Subject: "commands", Limits: []ratelimit.Limit{freePlan}, Daily: freeDaily}
+	req := ratelimit.Request{Subject: "commands", Limits: []ratelimit.Limit{freePlan}, Daily: freeDaily, Policy: "free"}
 	allow(t, l, req) // loads the script, makes the counters
 	before := commandCalls(t, rdb)
 	if d := allow(t, l, req); !d.Allowed {
@@ -138,6 +140,34 @@ func TestAnAdmittedRequestRunsFiveRedisCommands(t *testing.T) {
 	ttl, err := rdb.TTL(context.Background(), "rl:{"+subjectTag("commands")+"}:day:"+time.Now().UTC().Format(time.DateOnly)).Result()
 	if err != nil || ttl <= 0 {
 		t.Fatalf("the day counter has TTL %v (%v), want one", ttl, err)
+	}
+
+	// The policy charged is what Peek reports; a request charged under
+	// another one replaces it, a refused one does not.
+	peek := func() string {
+		t.Helper()
+		d, err := l.Peek(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.Policy
+	}
+	if got := peek(); got != "free" {
+		t.Fatalf("Peek's Policy = %q, want free", got)
+	}
+	pro := req
+	pro.Policy, pro.Limits = "pro", []ratelimit.Limit{{Name: "plan", Rate: 300, Period: time.Minute, Burst: 500}}
+	allow(t, l, pro)
+	if got := peek(); got != "pro" {
+		t.Fatalf("Peek's Policy = %q after a request charged under pro", got)
+	}
+	tiny := req
+	tiny.Policy, tiny.Cost = "tiny", 1000
+	if d := allow(t, l, tiny); d.Allowed {
+		t.Fatalf("a request of cost 1000 admitted: %+v", d)
+	}
+	if got := peek(); got != "pro" {
+		t.Fatalf("Peek's Policy = %q after a refused request, want pro still", got)
 	}
 }
 
