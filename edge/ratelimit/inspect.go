@@ -20,7 +20,7 @@ func (l *Limiter) Peek(ctx context.Context, req Request) (Decision, error) {
 	}
 	req.Cost = 0
 	k := keysFor(l.opts.KeyPrefix, req, l.opts.Now())
-	v, err := allowScript.Run(ctx, l.rdb, k.all, k.args(req)...).Slice()
+	v, err := allowScript.Run(ctx, l.rdb, k.script(req), k.args(req)...).Slice()
 	if err != nil {
 		return Decision{}, fmt.Errorf("ratelimit: peek: %w", err)
 	}

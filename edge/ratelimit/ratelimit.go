@@ -239,7 +239,7 @@ func (l *Limiter) Allow(ctx context.Context, req Request) (Decision, error) {
 		return d, nil
 	}
 	raw, err := callAsync(l, ctx, func(ctx context.Context, deadline time.Time) <-chan result[[]any] {
-		return l.batch.run(ctx, deadline, k.all, k.args(req))
+		return l.batch.run(ctx, deadline, k.script(req), k.args(req))
 	})
 	var v verdict
 	if err == nil {
@@ -324,9 +324,10 @@ func (r *Request) validate() error {
 // keys are a request's Redis keys and the identities under which the
 // in-process tables remember its limits.
 type keys struct {
-	// The script's KEYS: per limit its TAT, then per limit its interval,
-	// the policy charged, the day, the month.
+	// Per limit its TAT; script adds the rest of the script's KEYS, which
+	// only a call to Redis needs.
 	all        []string
+	prefix     string // of every key of the subject
 	day, month string
 	ids        []limitID // per limit: key and numbers
 	dayID      limitID
@@ -362,18 +363,27 @@ func keysFor(keyPrefix string, req Request, now time.Time) keys {
 		month:    prefix + "month:" + string(day[:7]),
 		midnight: time.Date(y, m, d+1, 0, 0, 0, 0, time.UTC),
 		monthEnd: time.Date(y, m+1, 1, 0, 0, 0, 0, time.UTC),
-		all:      make([]string, 2*len(req.Limits), 2*len(req.Limits)+3),
+		all:      make([]string, 0, 2*len(req.Limits)+3),
+		prefix:   prefix,
 		ids:      make([]limitID, 0, len(req.Limits)),
 	}
-	for i, lim := range req.Limits {
+	for _, lim := range req.Limits {
 		key := prefix + lim.Name
-		k.all[i] = key
-		k.all[len(req.Limits)+i] = prefix + intervalKey + lim.Name
+		k.all = append(k.all, key)
 		k.ids = append(k.ids, limitID{key: key, rate: lim.Rate, burst: lim.Burst, period: lim.Period})
 	}
-	k.all = append(k.all, prefix+policyKey, k.day, k.month)
 	k.dayID = limitID{key: k.day, rate: req.Daily}
 	return k
+}
+
+// script returns the script's KEYS (see allow.lua): per limit its TAT,
+// then per limit its interval, the policy charged, the day, the month.
+func (k keys) script(req Request) []string {
+	all := k.all
+	for _, lim := range req.Limits {
+		all = append(all, k.prefix+intervalKey+lim.Name)
+	}
+	return append(all, k.prefix+policyKey, k.day, k.month)
 }
 
 // limitID names a limit in the in-process tables: its key, under which
