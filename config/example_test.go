@@ -28,7 +28,7 @@ upstream:
   adress: http://127.0.0.1:8082
 `))
 	fmt.Println(err)
-	// Output: line 3: upstream.adress: unknown field; expected one of url, urls, dial_timeout, admin_url, resolve_interval, max_connection_age, eject_for
+	// Output: line 3: upstream.adress: unknown field; expected one of url, urls, dial_timeout, admin_url, resolve_interval, max_connection_age, eject_for, health_check
 }
 
 func ExampleConfig_Validate() {

@@ -292,8 +292,8 @@ func flowTable(change func(ops []config.Operation)) string {
 	ops := config.DefaultOperations()
 	change(ops)
 	for _, op := range ops {
-		fmt.Fprintf(&b, "  - {procedure: %s, service_account_roles: [%s], idempotent: %v, rate_per_minute: %d, concurrent_streams: %d, quota: %q}\n",
-			op.Procedure, strings.Join(op.ServiceAccountRoles, ", "), op.Idempotent, op.RatePerMinute, op.ConcurrentStreams, op.Quota)
+		fmt.Fprintf(&b, "  - {procedure: %s, service_account_roles: [%s], idempotent: %v, read_only: %v, rate_per_minute: %d, concurrent_streams: %d, quota: %q}\n",
+			op.Procedure, strings.Join(op.ServiceAccountRoles, ", "), op.Idempotent, op.ReadOnly, op.RatePerMinute, op.ConcurrentStreams, op.Quota)
 	}
 	return b.String()
 }

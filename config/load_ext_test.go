@@ -87,7 +87,7 @@ func TestUnknownFieldIsNamedWithItsLine(t *testing.T) {
 		{"listen:\n  tls:\n    cert: a.pem\n",
 			"line 3: listen.tls.cert: unknown field; expected one of cert_file, key_file"},
 		{"operations:\n  - procedure: /svc.v1.UsageService/GetUsage\n    roles: [svc-admin]\n",
-			"line 3: operations[0].roles: unknown field; expected one of procedure, service_account_roles, idempotent, rate_per_minute, concurrent_streams, quota"},
+			"line 3: operations[0].roles: unknown field; expected one of procedure, service_account_roles, idempotent, read_only, rate_per_minute, concurrent_streams, quota, shadow"},
 		{"redis:\n  timeout: 1s\n  pasword: x\nlog:\n  colour: true\n",
 			"2 problems:\n" +
 				"  line 3: redis.pasword: unknown field; expected one of addr, cluster_addrs, sentinel, username, password, tls, key_prefix, timeout, pool_timeout, pool_size, min_idle_conns\n" +
@@ -474,8 +474,8 @@ func TestLogValueIsReadable(t *testing.T) {
 	got := line.Config
 	if got.Listen.IdleTimeout != "2m0s" || got.Listen.MaxHeaderBytes != "64KiB" || got.Redis.Password != "" ||
 		got.Operations["/svc.v1.EnvironmentService/CreateEnvironment"] != "svc-admin,svc-env-manager idempotent rate_per_minute=10 quota=reserve_environment" ||
-		got.Operations["/svc.v1.EnvironmentService/WatchEnvironment"] != "svc-admin,svc-env-manager,svc-viewer concurrent_streams=20" ||
-		got.Operations["/svc.v1.UsageService/GetUsage"] != "svc-admin,svc-env-manager,svc-viewer" ||
+		got.Operations["/svc.v1.EnvironmentService/WatchEnvironment"] != "svc-admin,svc-env-manager,svc-viewer read_only concurrent_streams=20" ||
+		got.Operations["/svc.v1.UsageService/GetUsage"] != "svc-admin,svc-env-manager,svc-viewer read_only" ||
 		len(got.Operations) != 22 ||
 		len(got.Limits.Plans) != 3 || got.Limits.Plans["pro"].RequestsPerMinute != 300 ||
 		got.Limits.Plans["free"].Quotas.VCPUHoursPerMonth != 100 ||
