@@ -98,7 +98,7 @@ func TestUpstreamFrozenBackendIsTakenOutByHealthChecks(t *testing.T) {
 	fp := testkit.StartFaultProxy(t, strings.TrimPrefix(frozen.url, "http://"))
 	cfg := testkit.EdgeConfig(t, live.url, iss.URL())
 	cfg.Upstream.URLs = []string{live.url, "http://" + fp.Addr}
-	cfg.Upstream.HealthCheck.Interval, cfg.Upstream.HealthCheck.Timeout = 500*time.Millisecond, 400*time.Millisecond
+	cfg.Upstream.HealthCheck.Interval, cfg.Upstream.HealthCheck.Timeout = time.Second, time.Second
 	cfg.Requests.MaxUnaryTimeout = 3 * time.Second // a call the frozen backend holds fails then
 	plan := cfg.Limits.Plans["enterprise"]
 	plan.RequestsPerMinute, plan.Burst, plan.RequestsPerDay = 1_000_000, 10_000, 0

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/grpchealth"
+
 	"connectrpc.com/connect"
 
 	svcv1 "github.com/orgedge/edge/gen/svc/v1"
@@ -54,6 +56,8 @@ func startCountingBackend(t *testing.T) *countingBackend {
 	b := &countingBackend{}
 	mux := http.NewServeMux()
 	mux.Handle(svcv1connect.NewOrganizationServiceHandler(b))
+	// Serving, as a real backend answers the edge's health checks.
+	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker()))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
