@@ -327,6 +327,12 @@ func (p *Pool) pick(now int64, tried []*endpoint) *endpoint {
 		return usable[0]
 	}
 	i := int(turn % uint64(len(usable)))
+	if len(tried) > 0 {
+		// A call sent again after a refused connection: the turn has moved
+		// on by the refused pick, and following it would favour the backend
+		// after the refusing one in the list.
+		i = rand.IntN(len(usable))
+	}
 	a, b := usable[i], usable[(i+1)%len(usable)]
 	if b.inflight.Load() < a.inflight.Load() {
 		return b
