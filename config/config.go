@@ -386,15 +386,18 @@ type Limits struct {
 	// Plans by name: lowercase identifiers. Default: the specification's
 	// free, pro and enterprise. A plans map in the file replaces the default
 	// plans whole (it does not add to them), and each plan it lists is
-	// given whole: a field left out is 0.
+	// given whole: every field but shadow must be set (Unlimited is
+	// written unlimited), so that a plan cut short by a half-written file
+	// is refused instead of read as unlimited.
 	Plans map[string]Plan `yaml:"plans"`
 	// SubjectPlans overrides the plan of a subject (its token's sub), e.g.
 	// for a contract. The design's order is: the token's plan claim, then
 	// this override, then DefaultPlan; so an override applies only when the
 	// token carries no plan claim naming a configured plan. See PlanFor.
 	SubjectPlans map[string]string `yaml:"subject_plans"`
-	// SubjectQuotas replace the plan's quotas for a subject, whole (Pro and
-	// Enterprise quotas are "based on subscription"). See QuotasFor.
+	// SubjectQuotas replace the plan's quotas for a subject, whole: every
+	// field must be set (Pro and Enterprise quotas are "based on
+	// subscription"). See QuotasFor.
 	SubjectQuotas map[string]Quotas `yaml:"subject_quotas"`
 	// StreamLease is how long a concurrent-stream lease lives without
 	// renewal: a crashed edge's streams free themselves within it. Default
@@ -432,24 +435,25 @@ const (
 // Plan is one plan's limits.
 type Plan struct {
 	RequestsPerMinute int `yaml:"requests_per_minute"`
-	// RequestsPerDay caps requests per UTC day; 0 means no daily cap.
-	RequestsPerDay int `yaml:"requests_per_day"`
+	// RequestsPerDay caps requests per UTC day; Unlimited: no daily cap.
+	RequestsPerDay Count `yaml:"requests_per_day"`
 	// Burst is the instantaneous capacity above the per-minute rate (GCRA
 	// burst).
 	Burst  int    `yaml:"burst"`
 	Quotas Quotas `yaml:"quotas"`
 	// Shadow makes the plan's rate and daily cap decide, count and set
 	// headers and metrics without refusing anyone. Quotas stay enforced.
-	Shadow bool `yaml:"shadow"`
+	// Default false; the one field of a plan the file may leave out.
+	Shadow bool `yaml:"shadow" config:"optional"`
 }
 
-// Quotas bound environments and compute per calendar month (UTC). 0 means
-// unlimited.
+// Quotas bound environments and compute per calendar month (UTC);
+// Unlimited is no bound.
 type Quotas struct {
-	ConcurrentEnvironments int     `yaml:"concurrent_environments"`
-	EnvironmentsPerMonth   int     `yaml:"environments_per_month"`
-	VCPUHoursPerMonth      float64 `yaml:"vcpu_hours_per_month"`
-	MemoryGBHoursPerMonth  float64 `yaml:"memory_gb_hours_per_month"`
+	ConcurrentEnvironments Count  `yaml:"concurrent_environments"`
+	EnvironmentsPerMonth   Count  `yaml:"environments_per_month"`
+	VCPUHoursPerMonth      Amount `yaml:"vcpu_hours_per_month"`
+	MemoryGBHoursPerMonth  Amount `yaml:"memory_gb_hours_per_month"`
 }
 
 // EnvironmentSize is the size of one environment.

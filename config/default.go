@@ -2,6 +2,12 @@ package config
 
 import "time"
 
+// unlimitedQuotas bound nothing.
+var unlimitedQuotas = Quotas{
+	ConcurrentEnvironments: Unlimited, EnvironmentsPerMonth: Unlimited,
+	VCPUHoursPerMonth: Unlimited, MemoryGBHoursPerMonth: Unlimited,
+}
+
 // Default returns the shipped configuration: every default named in the
 // field comments, and DefaultOperations as the operation table. It leaves
 // Upstream.URL, OIDC.IssuerURL and OIDC.Audience empty: they have no sensible default, so
@@ -74,8 +80,8 @@ func Default() *Config {
 		Limits: Limits{
 			DefaultPlan: "free",
 			// The specification's tables. Pro and Enterprise environment
-			// and compute quotas are "unlimited" or per subscription: 0
-			// here, set per subject in subject_quotas.
+			// and compute quotas are "unlimited" or per subscription:
+			// Unlimited here, set per subject in subject_quotas.
 			Plans: map[string]Plan{
 				"free": {
 					RequestsPerMinute: 60,
@@ -92,11 +98,13 @@ func Default() *Config {
 					RequestsPerMinute: 300,
 					RequestsPerDay:    100_000,
 					Burst:             500,
+					Quotas:            unlimitedQuotas,
 				},
 				"enterprise": {
 					RequestsPerMinute: 1000,
-					RequestsPerDay:    0, // no daily cap
+					RequestsPerDay:    Unlimited, // no daily cap
 					Burst:             2000,
+					Quotas:            unlimitedQuotas,
 				},
 			},
 			StreamLease:       30 * time.Second,

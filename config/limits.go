@@ -29,7 +29,7 @@ func (l Limits) PlanFor(claim, subject string) (name string, plan Plan) {
 // QuotasFor returns the quotas of a subject on the plan named planName (as
 // PlanFor returns it): the subject's SubjectQuotas entry, which replaces the
 // plan's quotas whole, else the plan's. A planName that is not configured
-// gets DefaultPlan's quotas rather than none, since 0 means unlimited.
+// gets DefaultPlan's quotas rather than none, which would be Unlimited.
 func (l Limits) QuotasFor(subject, planName string) Quotas {
 	if subject != "" {
 		if q, ok := l.SubjectQuotas[subject]; ok {

@@ -137,11 +137,13 @@ func TestQuotasFor(t *testing.T) {
 
 func TestPlansInTheFileReplaceTheDefaultPlans(t *testing.T) {
 	t.Parallel()
-	gold := config.Plan{RequestsPerMinute: 5, Burst: 10, Quotas: config.Quotas{VCPUHoursPerMonth: 1.5}}
+	gold := config.Plan{RequestsPerMinute: 5, RequestsPerDay: 1000, Burst: 10, Quotas: config.Quotas{
+		ConcurrentEnvironments: 3, EnvironmentsPerMonth: config.Unlimited, VCPUHoursPerMonth: 1.5, MemoryGBHoursPerMonth: config.Unlimited}}
+	const quotas = "{concurrent_environments: 3, environments_per_month: unlimited, vcpu_hours_per_month: 1.5, memory_gb_hours_per_month: unlimited}"
 	for _, yaml := range []string{
-		"limits:\n  default_plan: gold\n  plans:\n    gold: {requests_per_minute: 5, burst: 10, quotas: {vcpu_hours_per_month: 1.5}}\n",
+		"limits:\n  default_plan: gold\n  plans:\n    gold: {requests_per_minute: 5, requests_per_day: 1000, burst: 10, quotas: " + quotas + "}\n",
 		// The same through a merge.
-		"limits:\n  <<: {plans: {gold: {requests_per_minute: 5, burst: 10, quotas: {vcpu_hours_per_month: 1.5}}}}\n  default_plan: gold\n",
+		"limits:\n  <<: {plans: {gold: {requests_per_minute: 5, requests_per_day: 1000, burst: 10, quotas: " + quotas + "}}}\n  default_plan: gold\n",
 	} {
 		c, err := config.Parse([]byte(yaml))
 		if err != nil {
@@ -160,20 +162,55 @@ func TestPlansInTheFileReplaceTheDefaultPlans(t *testing.T) {
 	}
 }
 
-func TestAPlanIsGivenWhole(t *testing.T) {
+func TestAPlanIsGivenWholeAndNoBoundIsWrittenUnlimited(t *testing.T) {
 	t.Parallel()
-	// Only free, and only its rate: the rest of free is 0, pro and
-	// enterprise are gone.
-	c, err := config.Parse([]byte("limits:\n  plans:\n    free:\n      requests_per_minute: 120\n"))
+	tests := []struct{ yaml, want string }{
+		// A plan cut short, as a half-written file leaves it: its missing
+		// fields are errors, not zeros that would read as no bound.
+		{"limits:\n  plans:\n    free:\n      requests_per_minute: 120\n",
+			"line 3: limits.plans.free: sets no requests_per_day, burst, quotas: it is given whole (write unlimited for no bound)"},
+		{"limits:\n  plans:\n    free:\n      requests_per_minute: 60\n      requests_per_day: 100\n      burst: 10\n      quotas:\n        concurrent_environments: 2\n",
+			"line 7: limits.plans.free.quotas: sets no environments_per_month, vcpu_hours_per_month, memory_gb_hours_per_month: it is given whole (write unlimited for no bound)"},
+		{"limits:\n  plans:\n    free:\n", "line 3: limits.plans.free: sets no requests_per_minute, requests_per_day, burst, quotas: it is given whole (write unlimited for no bound)"},
+		{"limits:\n  subject_quotas:\n    alice: {concurrent_environments: 20}\n",
+			"line 3: limits.subject_quotas.alice: sets no environments_per_month, vcpu_hours_per_month, memory_gb_hours_per_month: it is given whole (write unlimited for no bound)"},
+		// 0 used to mean unlimited: it is refused, whatever it was meant as.
+		{"limits:\n  subject_quotas:\n    alice:\n      concurrent_environments: 0\n      environments_per_month: unlimited\n      vcpu_hours_per_month: 0.0\n      memory_gb_hours_per_month: unlimited\n",
+			"2 problems:\n" +
+				"  line 4: limits.subject_quotas.alice.concurrent_environments: 0 is not a bound: write unlimited for none, or a number more than 0\n" +
+				"  line 6: limits.subject_quotas.alice.vcpu_hours_per_month: 0 is not a bound: write unlimited for none, or a number more than 0"},
+		{"limits:\n  subject_quotas:\n    alice:\n      concurrent_environments: none\n      environments_per_month: 1\n      vcpu_hours_per_month: 1\n      memory_gb_hours_per_month: 1\n",
+			"line 4: limits.subject_quotas.alice.concurrent_environments: cannot unmarshal !!str `none` into int"},
+	}
+	for _, tt := range tests {
+		if _, err := config.Parse([]byte(tt.yaml)); err == nil || err.Error() != tt.want {
+			t.Errorf("Parse(%q) = %v\nwant %s", tt.yaml, err, tt.want)
+		}
+	}
+
+	// Whole through an anchor and a merge key, and unlimited spelled out.
+	c, err := config.Parse([]byte(`limits:
+  plans:
+    free: &free
+      requests_per_minute: 60
+      requests_per_day: unlimited
+      burst: 10
+      quotas: {concurrent_environments: 2, environments_per_month: unlimited, vcpu_hours_per_month: 1.5, memory_gb_hours_per_month: unlimited}
+    pro:
+      <<: *free
+      requests_per_minute: 300
+`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := map[string]config.Plan{"free": {RequestsPerMinute: 120}}; !reflect.DeepEqual(c.Limits.Plans, want) {
-		t.Errorf("plans %+v; want %+v", c.Limits.Plans, want)
+	want := config.Plan{RequestsPerMinute: 300, RequestsPerDay: config.Unlimited, Burst: 10, Quotas: config.Quotas{
+		ConcurrentEnvironments: 2, EnvironmentsPerMonth: config.Unlimited, VCPUHoursPerMonth: 1.5, MemoryGBHoursPerMonth: config.Unlimited}}
+	if got := c.Limits.Plans["pro"]; got != want {
+		t.Errorf("pro = %+v; want %+v", got, want)
 	}
-	c.Upstream.URL, c.OIDC.IssuerURL, c.OIDC.Audience = "http://127.0.0.1:8082", "http://127.0.0.1:8081/realms/dev", "api"
-	if err := c.Validate(); err == nil || err.Error() != "limits.plans.free.burst: must be at least 1, not 0" {
-		t.Errorf("Validate() = %v", err)
+	// Written back, unlimited is the word.
+	if s := c.String(); !strings.Contains(s, "requests_per_day: unlimited") || strings.Contains(s, "requests_per_day: 0") {
+		t.Errorf("String() writes unlimited otherwise:\n%s", s)
 	}
 }
 
@@ -209,14 +246,19 @@ func TestLimitsFieldsAreNamedWithTheirLine(t *testing.T) {
 		want string
 	}{
 		{"limits:\n  plans:\n    free:\n      rpm: 5\n",
-			"line 4: limits.plans.free.rpm: unknown field; expected one of requests_per_minute, requests_per_day, burst, quotas, shadow"},
+			"2 problems:\n  line 3: limits.plans.free: sets no requests_per_minute, requests_per_day, burst, quotas: it is given whole (write unlimited for no bound)\n" +
+				"  line 4: limits.plans.free.rpm: unknown field; expected one of requests_per_minute, requests_per_day, burst, quotas, shadow"},
 		{"limits:\n  subject_quotas:\n    alice:\n      vcpus: 5\n",
-			"line 4: limits.subject_quotas.alice.vcpus: unknown field; expected one of concurrent_environments, environments_per_month, vcpu_hours_per_month, memory_gb_hours_per_month"},
+			"2 problems:\n  line 3: limits.subject_quotas.alice: sets no concurrent_environments, environments_per_month, vcpu_hours_per_month, memory_gb_hours_per_month: it is given whole (write unlimited for no bound)\n" +
+				"  line 4: limits.subject_quotas.alice.vcpus: unknown field; expected one of concurrent_environments, environments_per_month, vcpu_hours_per_month, memory_gb_hours_per_month"},
 		{"limits:\n  plan: pro\n",
 			"line 2: limits.plan: unknown field; expected one of default_plan, plans, subject_plans, subject_quotas, stream_lease, reconcile_interval, environment_size, on_redis_failure, local_share"},
 		{"limits:\n  subject_plans:\n    alice: [pro]\n", "line 3: limits.subject_plans.alice: cannot unmarshal !!seq into string"},
 		{"limits:\n  subject_plans:\n    a.b@example.com: [pro]\n", `line 3: limits.subject_plans["a.b@example.com"]: cannot unmarshal !!seq into string`},
-		{"limits:\n  plans:\n    free:\n      burst: lots\n", "line 4: limits.plans.free.burst: cannot unmarshal !!str `lots` into int"},
+		{"limits:\n  plans:\n    free: {requests_per_minute: 1, requests_per_day: 1, quotas: {}}\n    pro:\n      requests_per_minute: 1\n      requests_per_day: 1\n      quotas: {concurrent_environments: 1, environments_per_month: 1, vcpu_hours_per_month: 1, memory_gb_hours_per_month: 1}\n      burst: lots\n",
+			"3 problems:\n  line 3: limits.plans.free: sets no burst: it is given whole (write unlimited for no bound)\n" +
+				"  line 3: limits.plans.free.quotas: sets no concurrent_environments, environments_per_month, vcpu_hours_per_month, memory_gb_hours_per_month: it is given whole (write unlimited for no bound)\n" +
+				"  line 8: limits.plans.pro.burst: cannot unmarshal !!str `lots` into int"},
 		{"limits:\n  local_share: half\n", "line 2: limits.local_share: cannot unmarshal !!str `half` into float64"},
 		{"operations:\n  - procedure: /svc.v1.UsageService/GetUsage\n    quota: [x]\n",
 			"line 3: operations[0].quota: cannot unmarshal !!seq into string"},
@@ -240,13 +282,17 @@ limits:
   plans:
     pro:
       requests_per_minute: 300
+      requests_per_day: unlimited
       burst: 0
       quotas:
+        concurrent_environments: unlimited
+        environments_per_month: unlimited
+        memory_gb_hours_per_month: unlimited
         vcpu_hours_per_month: .nan
   subject_plans:
     "bob@example.com": team
   subject_quotas:
-    alice: {environments_per_month: -1}
+    alice: {concurrent_environments: 1, environments_per_month: -1, vcpu_hours_per_month: 1, memory_gb_hours_per_month: 1}
   stream_lease: 1s
   environment_size: {vcpus: 0, memory_gb: 4}
   local_share: 2
@@ -254,13 +300,13 @@ limits:
 	_, err := config.Load(path)
 	want := "config " + path + ": 8 problems:\n" +
 		`  line 4: limits.default_plan: "gold" is not one of limits.plans (pro)` + "\n" +
-		"  line 8: limits.plans.pro.burst: must be at least 1, not 0\n" +
-		"  line 10: limits.plans.pro.quotas.vcpu_hours_per_month: must be a finite number at least 0 (0: unlimited), not NaN\n" +
-		`  line 12: limits.subject_plans["bob@example.com"]: "team" is not one of limits.plans (pro)` + "\n" +
-		"  line 14: limits.subject_quotas.alice.environments_per_month: must be at least 0 (0: unlimited), not -1\n" +
-		"  line 15: limits.stream_lease: must be between 3s and 10m0s, not 1s\n" +
-		"  line 16: limits.environment_size.vcpus: must be a finite number more than 0, not 0\n" +
-		"  line 17: limits.local_share: must be more than 0 and at most 1, not 2"
+		"  line 9: limits.plans.pro.burst: must be at least 1, not 0\n" +
+		"  line 14: limits.plans.pro.quotas.vcpu_hours_per_month: must be a finite number more than 0, or unlimited, not NaN\n" +
+		`  line 16: limits.subject_plans["bob@example.com"]: "team" is not one of limits.plans (pro)` + "\n" +
+		"  line 18: limits.subject_quotas.alice.environments_per_month: must be at least 1, or unlimited, not -1\n" +
+		"  line 19: limits.stream_lease: must be between 3s and 10m0s, not 1s\n" +
+		"  line 20: limits.environment_size.vcpus: must be a finite number more than 0, not 0\n" +
+		"  line 21: limits.local_share: must be more than 0 and at most 1, not 2"
 	if err == nil || err.Error() != want {
 		t.Errorf("Load = %v\nwant %s", err, want)
 	}

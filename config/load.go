@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"reflect"
 	"slices"
@@ -25,23 +26,38 @@ const maxFileSize = 1 * MiB
 // the default list: in particular an operations list replaces the whole
 // default operation table, and must then hold a row for every procedure.
 // Likewise a limits.plans map replaces the default plans whole, and a plan
-// it lists is given whole (a field left out is 0).
+// it lists is given whole: a field it leaves out (shadow aside) is an error,
+// as in a subject's quotas; no bound is written unlimited (see Count).
 //
 // Errors name the field by its YAML path and, where the file sets it, its
 // line; a value that came from an environment variable says so. Every
 // problem found is reported, one per line.
 func Load(path string) (*Config, error) {
-	data, err := readFile(path)
+	data, err := ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
+	return LoadData(path, data)
+}
+
+// LoadData is Load of data, the content of the file named name (for
+// messages): a caller that reads the file itself, as a reload that waits
+// for the file to stop changing does, validates exactly what it read.
+//
+// A file that holds no configuration (empty, blank, comments or a null
+// document alone) is refused: a file cut short while it is written reads
+// like that, and would otherwise validate as the defaults.
+func LoadData(name string, data []byte) (*Config, error) {
 	c, lines, err := parse(data)
 	if err != nil {
-		return nil, fmt.Errorf("config %s: %w", path, err)
+		return nil, fmt.Errorf("config %s: %w", name, err)
+	}
+	if lines.empty {
+		return nil, fmt.Errorf("config %s: holds no configuration (an empty file is refused: a file being written can read empty)", name)
 	}
 	c.ApplyEnv(os.Getenv)
 	if err := c.Validate(); err != nil {
-		return nil, fmt.Errorf("config %s: %w", path, locate(err, lines, envSources(os.Getenv)))
+		return nil, fmt.Errorf("config %s: %w", name, locate(err, lines, envSources(os.Getenv)))
 	}
 	return c, nil
 }
@@ -55,7 +71,9 @@ func Parse(data []byte) (*Config, error) {
 	return c, err
 }
 
-func readFile(path string) ([]byte, error) {
+// ReadFile reads a configuration file, at most 1 MiB of it: a larger file
+// is an error.
+func ReadFile(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -79,10 +97,12 @@ func parse(data []byte) (*Config, *lineIndex, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
+			idx.empty = true
 			return c, idx, nil
 		}
 		return nil, nil, err
 	}
+	idx.empty = len(doc.Content) == 0 || doc.Content[0].ShortTag() == "!!null"
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		if err != nil {
@@ -176,6 +196,8 @@ func splitLine(s string) (int, string) {
 type lineIndex struct {
 	path map[string]int // "operations[3].procedure" -> 41
 	line map[int]string // 41 -> "operations[3].procedure"; the first field on the line
+	// empty: the file holds no document, or a null one.
+	empty bool
 }
 
 // of returns the line of path or, failing that, of its nearest enclosing
@@ -281,7 +303,79 @@ func (w *walker) walkMap(n *yaml.Node, t reflect.Type, path string) {
 		p := mapPath(path, k.Value)
 		w.record(p, k.Line, true)
 		w.walk(v, t.Elem(), p)
+		w.whole(k, v, t.Elem(), p)
 	}
+}
+
+// whole reports the fields that a plan or a subject's quotas (entries of
+// limits.plans and limits.subject_quotas) leave out: such an entry is given
+// whole, so that a field cut off by a half-written file is an error rather
+// than a zero, which would read as no bound. A field tagged
+// config:"optional" may be left out.
+func (w *walker) whole(k, v *yaml.Node, t reflect.Type, path string) {
+	if t != reflect.TypeFor[Plan]() && t != reflect.TypeFor[Quotas]() {
+		return
+	}
+	keys, ok := mappingKeys(v, 0)
+	if !ok {
+		return // not a mapping: the decoder reports it
+	}
+	var missing []string
+	for f := range t.Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if _, set := keys[name]; !set && f.Tag.Get("config") != "optional" {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) > 0 {
+		w.probs = append(w.probs, &fieldError{line: k.Line, path: path,
+			msg: "sets no " + strings.Join(missing, ", ") + ": it is given whole (write " + unlimitedWord + " for no bound)"})
+	}
+	if q, ok := keys["quotas"]; ok && t == reflect.TypeFor[Plan]() {
+		w.whole(q.key, q.value, reflect.TypeFor[Quotas](), path+".quotas")
+	}
+}
+
+// entry is one key of a mapping and its value.
+type entry struct{ key, value *yaml.Node }
+
+// maxMergeDepth bounds how deep mappingKeys follows aliases and merges.
+const maxMergeDepth = 8
+
+// mappingKeys returns the keys a mapping sets, through aliases and merge
+// keys (the mapping's own keys win, as in decoding); a null value sets
+// none. ok is false when n is no mapping.
+func mappingKeys(n *yaml.Node, depth int) (keys map[string]entry, ok bool) {
+	for n.Kind == yaml.AliasNode && n.Alias != nil && depth < maxMergeDepth {
+		n, depth = n.Alias, depth+1
+	}
+	keys = map[string]entry{}
+	switch {
+	case n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null":
+		return keys, true
+	case n.Kind != yaml.MappingNode || depth >= maxMergeDepth:
+		return nil, false
+	}
+	var own []entry
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if k.Value != "<<" || k.ShortTag() != "!!merge" {
+			own = append(own, entry{k, v})
+			continue
+		}
+		merged := []*yaml.Node{v}
+		if v.Kind == yaml.SequenceNode {
+			merged = v.Content
+		}
+		for _, m := range merged {
+			mk, _ := mappingKeys(m, depth+1)
+			maps.Copy(keys, mk)
+		}
+	}
+	for _, e := range own {
+		keys[e.key.Value] = e
+	}
+	return keys, true
 }
 
 // yamlFields returns a struct's YAML keys with their types, and the keys in

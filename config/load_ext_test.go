@@ -458,7 +458,7 @@ func TestLogValueIsReadable(t *testing.T) {
 				Plans map[string]struct {
 					RequestsPerMinute int `json:"requests_per_minute"`
 					Quotas            struct {
-						VCPUHoursPerMonth float64 `json:"vcpu_hours_per_month"`
+						VCPUHoursPerMonth any `json:"vcpu_hours_per_month"`
 					} `json:"quotas"`
 				} `json:"plans"`
 				SubjectPlans map[string]string `json:"subject_plans"`
@@ -478,7 +478,7 @@ func TestLogValueIsReadable(t *testing.T) {
 		got.Operations["/svc.v1.UsageService/GetUsage"] != "svc-admin,svc-env-manager,svc-viewer read_only" ||
 		len(got.Operations) != 22 ||
 		len(got.Limits.Plans) != 3 || got.Limits.Plans["pro"].RequestsPerMinute != 300 ||
-		got.Limits.Plans["free"].Quotas.VCPUHoursPerMonth != 100 ||
+		got.Limits.Plans["free"].Quotas.VCPUHoursPerMonth != 100.0 || got.Limits.Plans["pro"].Quotas.VCPUHoursPerMonth != "unlimited" ||
 		got.Limits.SubjectPlans["alice"] != "pro" || got.Limits.StreamLease != "30s" || got.Limits.LocalShare != 0.5 {
 		t.Errorf("logged %s", buf.String())
 	}
@@ -500,5 +500,27 @@ func TestStringLoadsBack(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+}
+
+func TestAFileThatHoldsNoConfigurationNeverValidates(t *testing.T) {
+	clearEnv(t)
+	// The variables Compose sets: with them, the defaults alone would
+	// validate, and an empty file would reset the policy to them.
+	for name, v := range map[string]string{
+		"EDGE_UPSTREAM_URL": "http://orgsvc:8082", "EDGE_OIDC_ISSUER_URL": "http://keycloak:8081/realms/orgedge",
+		"EDGE_OIDC_AUDIENCE": "api", "EDGE_REDIS_ADDR": "redis:6379",
+	} {
+		t.Setenv(name, v)
+	}
+	for _, content := range []string{"", "\n\n", "# the policy\n", "---\n", "~\n"} {
+		path := writeConfig(t, content)
+		_, err := config.Load(path)
+		if err == nil || !strings.Contains(err.Error(), "holds no configuration") {
+			t.Errorf("Load of %q = %v, want refused as holding no configuration", content, err)
+		}
+	}
+	if _, err := config.Load(writeConfig(t, "log: {level: info}\n")); err != nil {
+		t.Errorf("a file with one setting: %v", err)
 	}
 }

@@ -138,7 +138,7 @@ func (l Limits) LogValue() slog.Value {
 		p := l.Plans[name]
 		plans = append(plans, slog.Group(name,
 			slog.Int("requests_per_minute", p.RequestsPerMinute),
-			slog.Int("requests_per_day", p.RequestsPerDay),
+			slog.Any("requests_per_day", p.RequestsPerDay),
 			slog.Int("burst", p.Burst),
 			slog.Attr{Key: "quotas", Value: p.Quotas.logValue()},
 			slog.Bool("shadow", p.Shadow)))
@@ -166,10 +166,10 @@ func (l Limits) LogValue() slog.Value {
 
 func (q Quotas) logValue() slog.Value {
 	return slog.GroupValue(
-		slog.Int("concurrent_environments", q.ConcurrentEnvironments),
-		slog.Int("environments_per_month", q.EnvironmentsPerMonth),
-		slog.Float64("vcpu_hours_per_month", q.VCPUHoursPerMonth),
-		slog.Float64("memory_gb_hours_per_month", q.MemoryGBHoursPerMonth))
+		slog.Any("concurrent_environments", q.ConcurrentEnvironments),
+		slog.Any("environments_per_month", q.EnvironmentsPerMonth),
+		slog.Any("vcpu_hours_per_month", q.VCPUHoursPerMonth),
+		slog.Any("memory_gb_hours_per_month", q.MemoryGBHoursPerMonth))
 }
 
 // String describes the Redis settings with the password redacted.

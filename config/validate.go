@@ -508,7 +508,7 @@ func checkLimits(p *problems, l Limits) {
 			p.add(path+".requests_per_minute", "must be at least 1, not %d", plan.RequestsPerMinute)
 		}
 		if plan.RequestsPerDay < 0 {
-			p.add(path+".requests_per_day", "must be at least 0 (0: no daily cap), not %d", plan.RequestsPerDay)
+			p.add(path+".requests_per_day", "must be at least 1, or unlimited (no daily cap), not %d", plan.RequestsPerDay)
 		}
 		if plan.Burst < 1 {
 			p.add(path+".burst", "must be at least 1, not %d", plan.Burst)
@@ -550,22 +550,22 @@ func checkLimits(p *problems, l Limits) {
 }
 
 func checkQuotas(p *problems, path string, q Quotas) {
-	const zero = "must be at least 0 (0: unlimited), not %v"
+	const count = "must be at least 1, or unlimited, not %v"
 	if q.ConcurrentEnvironments < 0 {
-		p.add(path+".concurrent_environments", zero, q.ConcurrentEnvironments)
+		p.add(path+".concurrent_environments", count, q.ConcurrentEnvironments)
 	}
 	if q.EnvironmentsPerMonth < 0 {
-		p.add(path+".environments_per_month", zero, q.EnvironmentsPerMonth)
+		p.add(path+".environments_per_month", count, q.EnvironmentsPerMonth)
 	}
 	for _, f := range []struct {
 		key string
 		v   float64
 	}{
-		{"vcpu_hours_per_month", q.VCPUHoursPerMonth},
-		{"memory_gb_hours_per_month", q.MemoryGBHoursPerMonth},
+		{"vcpu_hours_per_month", float64(q.VCPUHoursPerMonth)},
+		{"memory_gb_hours_per_month", float64(q.MemoryGBHoursPerMonth)},
 	} {
 		if !(f.v >= 0) || math.IsInf(f.v, 1) { // NaN too
-			p.add(path+"."+f.key, "must be a finite number at least 0 (0: unlimited), not %v", f.v)
+			p.add(path+"."+f.key, "must be a finite number more than 0, or unlimited, not %v", f.v)
 		}
 	}
 }

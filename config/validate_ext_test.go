@@ -169,27 +169,27 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"rate zero", func(c *config.Config) { setPlan(c, "pro", func(p *config.Plan) { p.RequestsPerMinute = 0 }) },
 			`limits.plans.pro.requests_per_minute: must be at least 1, not 0`},
 		{"daily cap negative", func(c *config.Config) { setPlan(c, "free", func(p *config.Plan) { p.RequestsPerDay = -1 }) },
-			`limits.plans.free.requests_per_day: must be at least 0 (0: no daily cap), not -1`},
+			`limits.plans.free.requests_per_day: must be at least 1, or unlimited (no daily cap), not -1`},
 		{"burst zero", func(c *config.Config) { setPlan(c, "enterprise", func(p *config.Plan) { p.Burst = 0 }) },
 			`limits.plans.enterprise.burst: must be at least 1, not 0`},
 		{"concurrent environments negative", func(c *config.Config) {
 			setPlan(c, "free", func(p *config.Plan) { p.Quotas.ConcurrentEnvironments = -2 })
 		},
-			`limits.plans.free.quotas.concurrent_environments: must be at least 0 (0: unlimited), not -2`},
+			`limits.plans.free.quotas.concurrent_environments: must be at least 1, or unlimited, not -2`},
 		{"environments per month negative", func(c *config.Config) {
 			setPlan(c, "free", func(p *config.Plan) { p.Quotas.EnvironmentsPerMonth = -1 })
 		},
-			`limits.plans.free.quotas.environments_per_month: must be at least 0 (0: unlimited), not -1`},
+			`limits.plans.free.quotas.environments_per_month: must be at least 1, or unlimited, not -1`},
 		{"vcpu hours negative", func(c *config.Config) { setPlan(c, "free", func(p *config.Plan) { p.Quotas.VCPUHoursPerMonth = -0.5 }) },
-			`limits.plans.free.quotas.vcpu_hours_per_month: must be a finite number at least 0 (0: unlimited), not -0.5`},
+			`limits.plans.free.quotas.vcpu_hours_per_month: must be a finite number more than 0, or unlimited, not -0.5`},
 		{"vcpu hours NaN", func(c *config.Config) {
-			setPlan(c, "free", func(p *config.Plan) { p.Quotas.VCPUHoursPerMonth = math.NaN() })
+			setPlan(c, "free", func(p *config.Plan) { p.Quotas.VCPUHoursPerMonth = config.Amount(math.NaN()) })
 		},
-			`limits.plans.free.quotas.vcpu_hours_per_month: must be a finite number at least 0 (0: unlimited), not NaN`},
+			`limits.plans.free.quotas.vcpu_hours_per_month: must be a finite number more than 0, or unlimited, not NaN`},
 		{"memory hours infinite", func(c *config.Config) {
-			setPlan(c, "pro", func(p *config.Plan) { p.Quotas.MemoryGBHoursPerMonth = math.Inf(1) })
+			setPlan(c, "pro", func(p *config.Plan) { p.Quotas.MemoryGBHoursPerMonth = config.Amount(math.Inf(1)) })
 		},
-			`limits.plans.pro.quotas.memory_gb_hours_per_month: must be a finite number at least 0 (0: unlimited), not +Inf`},
+			`limits.plans.pro.quotas.memory_gb_hours_per_month: must be a finite number more than 0, or unlimited, not +Inf`},
 		{"subject plan unknown", func(c *config.Config) { c.Limits.SubjectPlans = map[string]string{"alice": "pro", "bob": "gold"} },
 			`limits.subject_plans.bob: "gold" is not one of limits.plans (enterprise, free, pro)`},
 		{"subject plan empty", func(c *config.Config) { c.Limits.SubjectPlans = map[string]string{"bob@example.com": ""} },
@@ -198,10 +198,10 @@ func TestValidateNamesTheField(t *testing.T) {
 			`limits.subject_plans[""]: the subject (a token's sub) must not be empty`},
 		{"subject quotas negative", func(c *config.Config) {
 			c.Limits.SubjectQuotas = map[string]config.Quotas{"alice": {}, "bob": {VCPUHoursPerMonth: 10, EnvironmentsPerMonth: -1}}
-		}, `limits.subject_quotas.bob.environments_per_month: must be at least 0 (0: unlimited), not -1`},
+		}, `limits.subject_quotas.bob.environments_per_month: must be at least 1, or unlimited, not -1`},
 		{"subject quotas NaN", func(c *config.Config) {
-			c.Limits.SubjectQuotas = map[string]config.Quotas{"bob": {MemoryGBHoursPerMonth: math.NaN()}}
-		}, `limits.subject_quotas.bob.memory_gb_hours_per_month: must be a finite number at least 0 (0: unlimited), not NaN`},
+			c.Limits.SubjectQuotas = map[string]config.Quotas{"bob": {MemoryGBHoursPerMonth: config.Amount(math.NaN())}}
+		}, `limits.subject_quotas.bob.memory_gb_hours_per_month: must be a finite number more than 0, or unlimited, not NaN`},
 		{"subject quotas without subject", func(c *config.Config) { c.Limits.SubjectQuotas = map[string]config.Quotas{"": {}} },
 			`limits.subject_quotas[""]: the subject (a token's sub) must not be empty`},
 		{"stream lease short", func(c *config.Config) { c.Limits.StreamLease = 2 * time.Second }, `limits.stream_lease: must be between 3s and 10m0s, not 2s`},

@@ -51,7 +51,7 @@ func TestALimitChangedByAReloadAppliesAtOnceToCustomersAtTheirLimit(t *testing.T
 	t.Parallel()
 	roomy := config.Plan{RequestsPerMinute: 60_000, Burst: 1_000}
 	daily := func(n int) config.Plan {
-		return config.Plan{RequestsPerMinute: 60_000, Burst: 1_000, RequestsPerDay: n}
+		return config.Plan{RequestsPerMinute: 60_000, Burst: 1_000, RequestsPerDay: config.Count(n)}
 	}
 	changes := []liveChange{
 		{plan: "rateup", procedure: listOrgs, before: config.Plan{RequestsPerMinute: 12, Burst: 5}, after: config.Plan{RequestsPerMinute: 60, Burst: 5},

@@ -176,7 +176,7 @@ func TestInspectShowsThePlanTheSubjectsTokenWasChargedUnder(t *testing.T) {
 	if l := st.Limits[0]; l.Name != "plan" || l.RequestsPerMinute != pro.RequestsPerMinute || l.Burst != pro.Burst || l.Remaining < pro.Burst-3 || l.Remaining > pro.Burst {
 		t.Errorf("plan limit %+v, want pro's %d/min, burst %d, 3 spent", l, pro.RequestsPerMinute, pro.Burst)
 	}
-	if st.Daily == nil || st.Daily.Limit != pro.RequestsPerDay || st.Daily.Used != 3 {
+	if st.Daily == nil || st.Daily.Limit != int(pro.RequestsPerDay) || st.Daily.Used != 3 {
 		t.Errorf("daily %+v, want 3 used of pro's %d", st.Daily, pro.RequestsPerDay)
 	}
 	// ?plan= still shows another plan's limits, and says what was charged.

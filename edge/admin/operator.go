@@ -255,7 +255,7 @@ func rateRequest(pol *limits.Live, subject, planName string, plan config.Plan) r
 	req := ratelimit.Request{
 		Subject: subject,
 		Limits:  []ratelimit.Limit{{Name: limits.PlanLimit, Rate: plan.RequestsPerMinute, Period: time.Minute, Burst: plan.Burst}},
-		Daily:   plan.RequestsPerDay,
+		Daily:   int(plan.RequestsPerDay),
 	}
 	for _, op := range pol.Table.Operations() {
 		if op.RatePerMinute > 0 {
@@ -341,7 +341,7 @@ func (o *operator) inspect(ctx context.Context, r *http.Request, subject string)
 		return nil, fmt.Errorf("read environment quota: %w", err)
 	}
 	st.Environments = Environments{Running: u.Environments, CreatedThisMonth: u.Created,
-		VCPUHours: u.VCPUHours, MemoryGBHours: u.MemoryGBHours, Quotas: Quotas(pol.Limits.QuotasFor(subject, planName))}
+		VCPUHours: u.VCPUHours, MemoryGBHours: u.MemoryGBHours, Quotas: Quotas(limits.QuotaOf(pol.Limits.QuotasFor(subject, planName)))}
 	return st, nil
 }
 

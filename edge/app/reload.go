@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
-	"io"
 	"os"
 	"reflect"
 	"sync"
@@ -60,21 +59,76 @@ func newReloadMetrics(reg prometheus.Registerer) *reloadMetrics {
 // with, and no connection is touched. An invalid or unreadable file changes
 // nothing: the error is logged, counted, and returned.
 //
+// The file is loaded only once it has stopped changing: two reads
+// settleFor apart must agree (see readSettled), so that a file being
+// written in place is not applied half-written.
+//
 // Only the Policy part applies. Other settings that differ from the ones
 // the edge started with (addresses, Redis, the issuer, timeouts) need a
 // restart: Reload logs a warning naming them and keeps the running values.
 func (a *App) Reload(path string) error {
+	_, err := a.reload(context.Background(), path)
+	return err
+}
+
+// reload is Reload; it also returns the hash of the content it read, so
+// that the watcher does not reload the same content again.
+func (a *App) reload(ctx context.Context, path string) ([]byte, error) {
 	a.reloadMu.Lock()
 	defer a.reloadMu.Unlock()
-	cfg, err := config.Load(path)
+	data, err := readSettled(ctx, path)
+	var cfg *config.Config
+	if err == nil {
+		cfg, err = config.LoadData(path, data)
+	}
 	if err != nil {
 		a.reloads.reloads.WithLabelValues(reloadFailure).Inc()
 		a.reloads.lastOK.Set(0)
 		a.log.Error("config reload failed: keeping the running policy", "file", path, "err", err)
-		return err
+		return contentHash(data), err
 	}
 	a.apply(cfg)
-	return nil
+	return contentHash(data), nil
+}
+
+// How long a file must stay the same before a reload loads it, and how
+// long a reload waits for that at most.
+const (
+	settleFor = 250 * time.Millisecond
+	maxSettle = 10 * time.Second
+)
+
+// readSettled reads the file at path until two reads settleFor apart
+// agree, and returns that content. A file replaced whole (renamed into
+// place, as editors, kubectl and ConfigMaps do) agrees at once; one written
+// in place is read once its writer has paused for settleFor. A file still
+// changing after maxSettle is an error.
+func readSettled(ctx context.Context, path string) ([]byte, error) {
+	data, err := config.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(maxSettle)
+	t := time.NewTimer(settleFor)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+		again, err := config.ReadFile(path)
+		switch {
+		case err != nil:
+			return nil, err
+		case bytes.Equal(again, data):
+			return data, nil
+		case time.Now().After(deadline):
+			return nil, fmt.Errorf("%s: still changing after %s: write the file elsewhere and rename it into place", path, maxSettle)
+		}
+		data = again
+		t.Reset(settleFor)
+	}
 }
 
 // apply swaps in cfg's policy; cfg is valid.
@@ -139,10 +193,9 @@ func (a *App) WatchConfig(ctx context.Context, path string, interval time.Durati
 			return
 		case <-reload:
 			a.log.Info("config reload requested by signal", "file", path)
-			if h, err := fileHash(path); err == nil {
+			if h, _ := a.reload(ctx, path); h != nil {
 				last = h
 			}
-			_ = a.Reload(path)
 		case <-tick:
 			h, err := fileHash(path)
 			if err != nil || bytes.Equal(h, last) {
@@ -150,25 +203,30 @@ func (a *App) WatchConfig(ctx context.Context, path string, interval time.Durati
 				// signal or the next change asks for, not every tick.
 				continue
 			}
-			last = h
 			a.log.Info("config file changed: reloading", "file", path)
-			_ = a.Reload(path)
+			if h, _ := a.reload(ctx, path); h != nil {
+				last = h
+			}
 		}
 	}
 }
 
-// fileHash is the SHA-256 of the file's first bytes, as many as Load reads.
+// fileHash is the SHA-256 of the file's content, as config.ReadFile reads it.
 func fileHash(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	data, err := config.ReadFile(path)
 	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, io.LimitReader(f, 2<<20)); err != nil {
 		return nil, fmt.Errorf("hash %s: %w", path, err)
 	}
-	return h.Sum(nil), nil
+	return contentHash(data), nil
+}
+
+// contentHash is the SHA-256 of data; nil for no data.
+func contentHash(data []byte) []byte {
+	if data == nil {
+		return nil
+	}
+	h := sha256.Sum256(data)
+	return h[:]
 }
 
 // reloadState is the App's part in reloads.

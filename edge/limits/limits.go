@@ -165,7 +165,7 @@ func (l *Step) admitCall(ctx context.Context, w http.ResponseWriter, c classify.
 	req := ratelimit.Request{
 		Subject: p.Subject, SubjectSum: p.SubjectSum,
 		Limits: []ratelimit.Limit{{Name: PlanLimit, Rate: plan.RequestsPerMinute, Period: time.Minute, Burst: plan.Burst}},
-		Daily:  plan.RequestsPerDay,
+		Daily:  int(plan.RequestsPerDay),
 		Policy: planName, // for the operator API's inspect: the token's plan is known only here
 	}
 	if rule.RatePerMinute > 0 && !replay {
@@ -239,7 +239,7 @@ func (l *Step) hold(ctx context.Context, w http.ResponseWriter, a *Admission, c 
 	if rule.Quota != config.QuotaReserveEnvironment {
 		return nil
 	}
-	q := quota.Quota(pol.Limits.QuotasFor(p.Subject, planName))
+	q := QuotaOf(pol.Limits.QuotasFor(p.Subject, planName))
 	// A confirmation of this subject that Redis refused goes in first:
 	// until it is in, Redis counts that environment as nothing.
 	err := l.settleLate(ctx, p.Subject)
@@ -589,4 +589,13 @@ func ceilSeconds(d time.Duration) int64 {
 		return 0
 	}
 	return int64(math.Ceil(d.Seconds()))
+}
+
+// QuotaOf is the quota a subject's configured quotas make (Unlimited is the
+// quota package's 0).
+func QuotaOf(q config.Quotas) quota.Quota {
+	return quota.Quota{
+		ConcurrentEnvironments: int(q.ConcurrentEnvironments), EnvironmentsPerMonth: int(q.EnvironmentsPerMonth),
+		VCPUHoursPerMonth: float64(q.VCPUHoursPerMonth), MemoryGBHoursPerMonth: float64(q.MemoryGBHoursPerMonth),
+	}
 }

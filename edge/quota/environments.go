@@ -14,8 +14,7 @@ import (
 )
 
 // Quota is a subject's environment and compute quotas per calendar month
-// (UTC); 0 means unlimited. Its fields are config.Quotas's, so a
-// config.Quotas converts to it.
+// (UTC); 0 means unlimited (limits.QuotaOf makes one of config.Quotas).
 type Quota struct {
 	ConcurrentEnvironments int
 	EnvironmentsPerMonth   int

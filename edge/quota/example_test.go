@@ -53,7 +53,9 @@ func ExampleEnvironments_Reserve() {
 	limits := config.Default().Limits
 	ctx := context.Background()
 
-	res, err := envs.Reserve(ctx, "user-1", quota.Quota(limits.QuotasFor("user-1", "free")), quota.Size(limits.EnvironmentSize))
+	// The free plan's quotas (0: unlimited).
+	free := quota.Quota{ConcurrentEnvironments: 2, EnvironmentsPerMonth: 10, VCPUHoursPerMonth: 100, MemoryGBHoursPerMonth: 200}
+	res, err := envs.Reserve(ctx, "user-1", free, quota.Size(limits.EnvironmentSize))
 	var qe *quota.QuotaError
 	if errors.As(err, &qe) {
 		fmt.Println("resource_exhausted", qe.Reason, qe.Description)
