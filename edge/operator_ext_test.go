@@ -3,6 +3,7 @@ package edge_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -122,7 +123,7 @@ func TestSupportEngineerInspectsAndUnblocksOneCustomerWithAnAuditTrail(t *testin
 			actions = append(actions, l.Action+" by "+l.Who)
 		}
 	}
-	want := "inspect by service-account-svc-viewer|inspect by service-account-svc-admin|reset-limits by service-account-svc-admin|release-streams by service-account-svc-admin|settle-quota by service-account-svc-admin"
+	want := "inspect by unauthenticated|inspect by service-account-svc-viewer|inspect by service-account-svc-admin|reset-limits by service-account-svc-admin|release-streams by service-account-svc-admin|settle-quota by service-account-svc-admin"
 	if got := strings.Join(actions, "|"); got != want {
 		t.Errorf("audit lines:\n%s\nwant\n%s", got, want)
 	}
@@ -183,5 +184,39 @@ func TestInspectShowsThePlanTheSubjectsTokenWasChargedUnder(t *testing.T) {
 	code, body := adminCall(t, "GET", s.edge.AdminURL, path+"?plan=free", "")
 	if code != http.StatusOK || !strings.Contains(string(body), `"plan": "free"`) || !strings.Contains(string(body), `"last_charged_plan": "pro"`) {
 		t.Errorf("?plan=free: %d %s", code, body)
+	}
+}
+
+func TestFailedAdminLoginsLeaveAnAuditLineWithoutTheToken(t *testing.T) {
+	t.Parallel()
+	s := startFromFile(t, func(c *config.Config) { c.Admin.Addr = "0.0.0.0:0" })
+	adminURL := strings.Replace(s.edge.AdminURL, "[::]", "127.0.0.1", 1)
+	real := s.token("svc-admin")
+	// A forged token: a real one's claims with another signature.
+	forged := real[:strings.LastIndexByte(real, '.')+1] + "Zm9yZ2VkLXNpZ25hdHVyZQ"
+	for _, tok := range []string{"", forged} {
+		if code, body := adminCall(t, "POST", adminURL, "/admin/v1/subjects/victim/reset-limits", tok); code != http.StatusUnauthorized {
+			t.Fatalf("token %q: %d %s, want 401", tok, code, body)
+		}
+	}
+	var refused []string
+	for line := range strings.Lines(s.log.String()) {
+		var l struct {
+			Msg, Audit, Action, Who, Subject, Remote, Err string
+			Status                                        int
+		}
+		if json.Unmarshal([]byte(line), &l) == nil && l.Audit == "operator" {
+			if l.Msg != "admin action refused" || l.Remote == "" || l.Err == "" {
+				t.Errorf("audit line %s", line)
+			}
+			refused = append(refused, fmt.Sprintf("%s %s on %s: %d", l.Action, l.Who, l.Subject, l.Status))
+		}
+	}
+	want := "reset-limits unauthenticated on victim: 401|reset-limits unauthenticated on victim: 401"
+	if got := strings.Join(refused, "|"); got != want {
+		t.Errorf("audit lines %q, want %q:\n%s", got, want, s.log.String())
+	}
+	if logged := s.log.String(); strings.Contains(logged, "Zm9yZ2VkLXNpZ25hdHVyZQ") || strings.Contains(logged, real[:strings.IndexByte(real, '.')]) {
+		t.Errorf("the log holds the token:\n%s", logged)
 	}
 }

@@ -101,11 +101,19 @@ func (o *operator) guard(action string, f operatorFunc) http.HandlerFunc {
 		start := time.Now()
 		who, err := o.who(r)
 		if err != nil {
+			// Refused logins are audited too, 401 as 403: a trail of
+			// failed attempts is what shows someone trying. The error
+			// says why, never what the token was.
 			status := http.StatusUnauthorized
 			if errors.Is(err, errNotAdmin) {
 				status = http.StatusForbidden
-				o.log.Warn("admin action refused", "audit", "operator", "action", action, "who", who, "remote", r.RemoteAddr, "err", err)
+			} else {
+				who = "unauthenticated"
 			}
+			subject := r.PathValue("subject")
+			subject = subject[:min(len(subject), maxSubjectLen)]
+			o.log.Warn("admin action refused", "audit", "operator", "action", action, "who", who,
+				"subject", subject, "status", status, "remote", r.RemoteAddr, "err", err)
 			writeJSON(w, status, map[string]string{"error": err.Error()})
 			return
 		}
