@@ -17,10 +17,14 @@ import (
 	"github.com/orgedge/edge/internal/testkit"
 )
 
-// adminCall calls the operator API as curl would, with token unless empty.
+// adminCall calls the operator API as curl would, with token unless empty
+// (and Content-Type: application/json on a POST, as docs/operations.md says).
 func adminCall(t *testing.T, method, base, path, token string) (int, []byte) {
 	t.Helper()
 	r, _ := http.NewRequest(method, base+path, nil)
+	if method == "POST" {
+		r.Header.Set("Content-Type", "application/json")
+	}
 	if token != "" {
 		r.Header.Set("Authorization", "Bearer "+token)
 	}

@@ -66,11 +66,13 @@ type Options struct {
 	Auth   *authn.Authenticator
 	Log    *slog.Logger
 	// Addr is the admin listener's address: off loopback, every operator
-	// call needs a bearer token with the role svc-admin.
+	// call and profile needs a bearer token with the role svc-admin; on
+	// loopback, calls a web page could send are refused (see fromBrowser).
 	Addr string
 	// Settle answers settle-quota; nil: 501 (no upstream.admin_url).
 	Settle SettleFunc
-	// Pprof serves Go's profiles under /debug/pprof/.
+	// Pprof serves Go's profiles under /debug/pprof/, behind the operator
+	// API's gate: off loopback, a token with the role svc-admin.
 	Pprof bool
 }
 

@@ -6,9 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
+	"mime"
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/netip"
+	"strconv"
 	"strings"
 	"time"
 
@@ -30,7 +34,9 @@ type SettleFunc func(ctx context.Context, subject string) (any, error)
 // operator is the admin API for one customer: inspect a subject's limits
 // and act on them (docs/operations.md, "Operator controls"). It lives on the
 // admin listener. When that listener is not on loopback, every call needs a
-// bearer token with the role svc-admin, verified like the API's tokens.
+// bearer token with the role svc-admin, verified like the API's tokens (and
+// bounded per client address like them); on loopback, what a web page
+// could send is refused (fromBrowser).
 type operator struct {
 	limits    *limits.Step
 	auth      *authn.Authenticator
@@ -60,26 +66,23 @@ func loopbackAddr(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// mux serves the operator API beside the probes' paths.
+// mux serves the operator API beside the probes' paths, and the profiles
+// behind the same gate as the operator API.
 func mux(admin http.Handler, o *operator, profiles bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/", admin)
-	o.register(mux)
+	mux.HandleFunc("GET "+operatorPathStart+"{subject}", o.guard("inspect", false, o.inspect))
+	mux.HandleFunc("POST "+operatorPathStart+"{subject}/reset-limits", o.guard("reset-limits", true, o.resetLimits))
+	mux.HandleFunc("POST "+operatorPathStart+"{subject}/release-streams", o.guard("release-streams", true, o.releaseStreams))
+	mux.HandleFunc("POST "+operatorPathStart+"{subject}/settle-quota", o.guard("settle-quota", true, o.settleQuota))
 	if profiles {
-		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
-		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+		mux.HandleFunc("GET /debug/pprof/", o.gated("pprof", pprof.Index))
+		mux.HandleFunc("GET /debug/pprof/cmdline", o.gated("pprof", pprof.Cmdline))
+		mux.HandleFunc("GET /debug/pprof/profile", o.gated("pprof", pprof.Profile))
+		mux.HandleFunc("GET /debug/pprof/symbol", o.gated("pprof", pprof.Symbol))
+		mux.HandleFunc("GET /debug/pprof/trace", o.gated("pprof", pprof.Trace))
 	}
 	return mux
-}
-
-func (o *operator) register(mux *http.ServeMux) {
-	mux.HandleFunc("GET "+operatorPathStart+"{subject}", o.guard("inspect", o.inspect))
-	mux.HandleFunc("POST "+operatorPathStart+"{subject}/reset-limits", o.guard("reset-limits", o.resetLimits))
-	mux.HandleFunc("POST "+operatorPathStart+"{subject}/release-streams", o.guard("release-streams", o.releaseStreams))
-	mux.HandleFunc("POST "+operatorPathStart+"{subject}/settle-quota", o.guard("settle-quota", o.settleQuota))
 }
 
 // operatorFunc answers one action on subject: a value to encode, or an
@@ -93,28 +96,14 @@ type statusError struct {
 
 func (e *statusError) Error() string { return e.err.Error() }
 
-// guard authenticates the operator, bounds the call, runs it and writes
-// the audit line of every action (inspections too: they read a customer's
-// state).
-func (o *operator) guard(action string, f operatorFunc) http.HandlerFunc {
+// guard admits the operator (see admit), bounds the call, runs it and
+// writes the audit line of every action (inspections too: they read a
+// customer's state). changes: the action changes state.
+func (o *operator) guard(action string, changes bool, f operatorFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		who, err := o.who(r)
-		if err != nil {
-			// Refused logins are audited too, 401 as 403: a trail of
-			// failed attempts is what shows someone trying. The error
-			// says why, never what the token was.
-			status := http.StatusUnauthorized
-			if errors.Is(err, errNotAdmin) {
-				status = http.StatusForbidden
-			} else {
-				who = "unauthenticated"
-			}
-			subject := r.PathValue("subject")
-			subject = subject[:min(len(subject), maxSubjectLen)]
-			o.log.Warn("admin action refused", "audit", "operator", "action", action, "who", who,
-				"subject", subject, "status", status, "remote", r.RemoteAddr, "err", err)
-			writeJSON(w, status, map[string]string{"error": err.Error()})
+		who, ok := o.admit(w, r, action, changes)
+		if !ok {
 			return
 		}
 		subject := r.PathValue("subject")
@@ -149,18 +138,120 @@ func (o *operator) guard(action string, f operatorFunc) http.HandlerFunc {
 	}
 }
 
+// gated serves h (Go's profiles) to whom admit lets in, with an audit line.
+func (o *operator) gated(action string, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		who, ok := o.admit(w, r, action, false)
+		if !ok {
+			return
+		}
+		o.log.Info("admin action", "audit", "operator", "action", action, "who", who, "path", r.URL.Path, "remote", r.RemoteAddr)
+		h(w, r)
+	}
+}
+
+// admit decides whether the call may go on, and names the operator. It
+// refuses what a web page could send (see fromBrowser) and calls without
+// a valid token with the role svc-admin, except without a token on a
+// loopback listener. A refusal is answered, and audited like every
+// action, with the reason but never the token.
+func (o *operator) admit(w http.ResponseWriter, r *http.Request, action string, changes bool) (who string, ok bool) {
+	status, err := o.fromBrowser(r, changes)
+	if err == nil {
+		who, err = o.who(r)
+		var fl *authn.FailureLimitError
+		switch {
+		case err == nil:
+			return who, true
+		case errors.Is(err, errNotAdmin):
+			status = http.StatusForbidden
+		case errors.As(err, &fl):
+			status = http.StatusTooManyRequests
+			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(fl.RetryAfter.Seconds()))))
+			who = "unauthenticated"
+		default:
+			status, who = http.StatusUnauthorized, "unauthenticated"
+		}
+	}
+	if who == "" {
+		who = "unknown"
+	}
+	subject := r.PathValue("subject")
+	subject = subject[:min(len(subject), maxSubjectLen)]
+	o.log.Warn("admin action refused", "audit", "operator", "action", action, "who", who,
+		"subject", subject, "status", status, "remote", r.RemoteAddr, "err", err)
+	writeJSON(w, status, map[string]string{"error": err.Error()})
+	return who, false
+}
+
+// fromBrowser refuses a call that a web page in a browser on an operator's
+// machine could make: the loopback listener needs no token, so a page must
+// not be able to reach it at all.
+//   - Any Origin: browsers send one on every POST and every cross-origin
+//     call; curl and scripts send none.
+//   - A state-changing call without Content-Type: application/json: a page
+//     may POST text/plain or a form without asking, but a JSON body needs a
+//     CORS preflight, which this listener never grants.
+//   - Without a token on a loopback listener, a Host that is not a loopback
+//     name: a page whose name was rebound to 127.0.0.1 reaches the listener
+//     with its own name as Host.
+func (o *operator) fromBrowser(r *http.Request, changes bool) (int, error) {
+	if _, ok := r.Header["Origin"]; ok {
+		return http.StatusForbidden, errors.New("calls from web pages (with an Origin header) are refused: call the operator API with curl or a script")
+	}
+	if changes {
+		if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+			return http.StatusUnsupportedMediaType, errors.New("send Content-Type: application/json")
+		}
+	}
+	if !o.needToken && r.Header.Get("Authorization") == "" && !loopbackHost(r.Host) {
+		return http.StatusForbidden, fmt.Errorf("host %q is not a loopback name: without a token, call the loopback listener as 127.0.0.1, [::1] or localhost", clip(r.Host))
+	}
+	return 0, nil
+}
+
+// loopbackHost reports whether a Host header names loopback: localhost or
+// a loopback address, with or without a port.
+func loopbackHost(hostPort string) bool {
+	host := hostPort
+	if h, _, err := net.SplitHostPort(hostPort); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
+}
+
+// clip bounds a client's string quoted in an answer or a log line.
+func clip(s string) string {
+	const most = 64
+	if len(s) > most {
+		return s[:most] + "…"
+	}
+	return s
+}
+
 var errNotAdmin = errors.New("the token lacks the role " + operatorRole)
 
 // who names the operator: the verified token's client or user, or
-// "loopback" when the admin listener is on loopback and no token came.
+// "loopback" when the admin listener is on loopback and no token came. A
+// client address that failed too often gets *authn.FailureLimitError
+// without its token being verified, as on the API's listener.
 func (o *operator) who(r *http.Request) (string, error) {
 	if !o.needToken && r.Header.Get("Authorization") == "" {
 		return "loopback", nil
 	}
-	p, err := o.auth.Authenticate(r.Context(), r.Header)
+	p, err := o.auth.AuthenticateRequest(r.Context(), r)
 	if err != nil {
 		var ie *identity.Error
-		if errors.As(err, &ie) {
+		var fl *authn.FailureLimitError
+		switch {
+		case errors.As(err, &fl):
+			return "", err
+		case errors.As(err, &ie):
 			return "", fmt.Errorf("%s: %s (the admin API on a non-loopback listener needs a bearer token with the role %s)", ie.Reason, ie.Message, operatorRole)
 		}
 		return "", errors.New("invalid token")
