@@ -269,7 +269,9 @@ type Requests struct {
 
 // Redis is the edge's shared state.
 type Redis struct {
-	// Addr is one Redis host:port. Default 127.0.0.1:6379. Env EDGE_REDIS_ADDR.
+	// Addr is one Redis host:port. No default: one of Addr, ClusterAddrs
+	// and Sentinel.Addrs is required (a Redis on this machine alone is
+	// named like any other, e.g. 127.0.0.1:6379). Env EDGE_REDIS_ADDR.
 	// Every address here and in ClusterAddrs may also be written
 	// redis://host:port, or rediss://host:port for TLS (as if TLS.Enabled).
 	Addr string `yaml:"addr"`

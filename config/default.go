@@ -10,8 +10,8 @@ var unlimitedQuotas = Quotas{
 
 // Default returns the shipped configuration: every default named in the
 // field comments, and DefaultOperations as the operation table. It leaves
-// Upstream.URL, OIDC.IssuerURL and OIDC.Audience empty: they have no sensible default, so
-// Default alone does not validate. Each call returns a new value.
+// Upstream.URL, OIDC.IssuerURL, OIDC.Audience and Redis.Addr empty: they
+// have no sensible default, so Default alone does not validate. Each call returns a new value.
 func Default() *Config {
 	return &Config{
 		Listen: Listen{
@@ -61,7 +61,9 @@ func Default() *Config {
 			StreamMessageTimeout: 10 * time.Second,
 		},
 		Redis: Redis{
-			Addr:      "127.0.0.1:6379",
+			// No address: a production edge must name its shared Redis
+			// (or a local one, explicitly), never reach 127.0.0.1:6379
+			// unasked, where limits would hold per replica.
 			KeyPrefix: "edge:",
 			Timeout:   50 * time.Millisecond,
 			// A dial and handshake take a round trip or three; a second

@@ -36,6 +36,7 @@ func ExampleConfig_Validate() {
 	c.Upstream.URL = "https://orgsvc.internal:8443"
 	c.OIDC.IssuerURL = "https://id.example.com/realms/prod"
 	c.OIDC.Audience = "orgedge-api"
+	c.Redis.Addr = "redis.internal:6379"
 	c.Operations[6].Idempotent = true // WatchEnvironment
 	fmt.Println(c.Validate())
 	// Output:

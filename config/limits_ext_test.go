@@ -222,6 +222,7 @@ func TestEmptyPlansAreRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 		c.Upstream.URL, c.OIDC.IssuerURL, c.OIDC.Audience = "http://127.0.0.1:8082", "http://127.0.0.1:8081/realms/dev", "api"
+		c.Redis.Addr = "127.0.0.1:6379"
 		want := "2 problems:\n" +
 			"  limits.plans: must name at least one plan (a plans map in the file replaces the default plans whole)\n" +
 			`  limits.default_plan: "free" is not one of limits.plans ()`
@@ -296,6 +297,7 @@ limits:
   stream_lease: 1s
   environment_size: {vcpus: 0, memory_gb: 4}
   local_share: 2
+redis: {addr: "127.0.0.1:6379"}
 `)
 	_, err := config.Load(path)
 	want := "config " + path + ": 8 problems:\n" +
@@ -314,7 +316,7 @@ limits:
 
 func TestLoadSaysWhenOnRedisFailureCameFromTheEnvironment(t *testing.T) {
 	clearEnv(t)
-	path := writeConfig(t, "upstream: {url: 'http://127.0.0.1:8082'}\noidc: {issuer_url: 'http://127.0.0.1:8081/realms/dev', audience: api}\nlimits:\n  on_redis_failure: fail_open\n")
+	path := writeConfig(t, "upstream: {url: 'http://127.0.0.1:8082'}\noidc: {issuer_url: 'http://127.0.0.1:8081/realms/dev', audience: api}\nlimits:\n  on_redis_failure: fail_open\nredis: {addr: '127.0.0.1:6379'}\n")
 	t.Setenv("EDGE_ON_REDIS_FAILURE", "fail_closed")
 	c, err := config.Load(path)
 	if err != nil || c.Limits.OnRedisFailure != config.FailClosed {
@@ -341,6 +343,7 @@ func flowTable(change func(ops []config.Operation)) string {
 		fmt.Fprintf(&b, "  - {procedure: %s, service_account_roles: [%s], idempotent: %v, read_only: %v, rate_per_minute: %d, concurrent_streams: %d, quota: %q}\n",
 			op.Procedure, strings.Join(op.ServiceAccountRoles, ", "), op.Idempotent, op.ReadOnly, op.RatePerMinute, op.ConcurrentStreams, op.Quota)
 	}
+	b.WriteString("redis: {addr: '127.0.0.1:6379'}\n")
 	return b.String()
 }
 

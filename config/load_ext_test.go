@@ -49,6 +49,7 @@ func getenv(vars map[string]string) func(string) string {
 
 func TestExampleFileIsTheDefaultsWithTheTwoURLs(t *testing.T) {
 	clearEnv(t)
+	t.Setenv("EDGE_REDIS_ADDR", "127.0.0.1:6379") // the file names none: a deployment must
 	got, err := config.Load("edge.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -248,7 +249,7 @@ func TestEnvironmentRedisVariables(t *testing.T) {
 
 func TestLoadAppliesTheEnvironmentAndSaysWhenAValueCameFromIt(t *testing.T) {
 	clearEnv(t)
-	path := writeConfig(t, "upstream:\n  url: http://file:8082\noidc:\n  issuer_url: http://file/realms/dev\n  audience: api\n")
+	path := writeConfig(t, "upstream:\n  url: http://file:8082\noidc:\n  issuer_url: http://file/realms/dev\n  audience: api\nredis:\n  addr: file:6379\n")
 
 	t.Setenv("EDGE_UPSTREAM_URL", "http://env:8082")
 	t.Setenv("EDGE_LOG_LEVEL", "debug")
@@ -318,6 +319,7 @@ func table(change func(ops []config.Operation) []config.Operation) string {
 		fmt.Fprintf(&b, "  - procedure: %s\n    service_account_roles: [%s]\n    idempotent: %v\n",
 			op.Procedure, strings.Join(op.ServiceAccountRoles, ", "), op.Idempotent)
 	}
+	b.WriteString("redis: {addr: '127.0.0.1:6379'}\n")
 	return b.String()
 }
 
@@ -391,6 +393,7 @@ func TestEmptyOperationsListIsRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 		c.Upstream.URL, c.OIDC.IssuerURL, c.OIDC.Audience = "http://127.0.0.1:8082", "http://127.0.0.1:8081/realms/dev", "api"
+		c.Redis.Addr = "redis:6379"
 		want := "operations: empty: list a row for every procedure, or omit operations to use the default table"
 		if err := c.Validate(); err == nil || err.Error() != want {
 			t.Errorf("%q: Validate() = %v, want %s", yaml, err, want)
@@ -522,5 +525,24 @@ func TestAFileThatHoldsNoConfigurationNeverValidates(t *testing.T) {
 	}
 	if _, err := config.Load(writeConfig(t, "log: {level: info}\n")); err != nil {
 		t.Errorf("a file with one setting: %v", err)
+	}
+}
+
+func TestAConfigWithoutARedisIsRefusedUnlessItNamesALocalOne(t *testing.T) {
+	clearEnv(t)
+	const base = "upstream: {url: 'http://10.0.0.5:8082'}\noidc: {issuer_url: 'https://id.example.com/realms/x', audience: api}\n"
+	_, err := config.Load(writeConfig(t, base))
+	if err == nil || !strings.Contains(err.Error(), "redis: set addr, cluster_addrs or sentinel.addrs") {
+		t.Errorf("Load without Redis = %v, want redis refused", err)
+	}
+	// The explicit local choice: the file (or EDGE_REDIS_ADDR) names it.
+	c, err := config.Load(writeConfig(t, base+"redis: {addr: '127.0.0.1:6379'}\n"))
+	if err != nil || c.Redis.Addr != "127.0.0.1:6379" {
+		t.Errorf("Load with a local Redis = %v, %v", c, err)
+	}
+	t.Setenv("EDGE_REDIS_SENTINEL_ADDRS", "sentinel-0:26379")
+	t.Setenv("EDGE_REDIS_SENTINEL_MASTER", "edge")
+	if _, err := config.Load(writeConfig(t, base)); err != nil {
+		t.Errorf("Load with sentinels from the environment: %v", err)
 	}
 }

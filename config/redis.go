@@ -35,7 +35,8 @@ func (r Redis) Target() (RedisTarget, error) {
 	case len(r.ClusterAddrs) > 0:
 		t.Mode, raw = ModeCluster, r.ClusterAddrs
 	case r.Addr == "":
-		return t, errors.New("set addr, cluster_addrs or sentinel.addrs: the edge keeps its limits, quotas and idempotency keys in Redis")
+		return t, errors.New("set addr, cluster_addrs or sentinel.addrs (EDGE_REDIS_ADDR, …): the edge keeps its limits, quotas and idempotency keys in the Redis its replicas share; " +
+			"for a Redis on this machine alone, name it (addr: 127.0.0.1:6379): limits then hold per replica")
 	}
 	schemes := map[bool]int{}
 	for _, a := range raw {

@@ -37,8 +37,7 @@ var planName = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
 
 // Validate checks the whole configuration and reports every problem, each
 // naming its field by YAML path ("upstream.url: …"), in the order of the
-// fields. Redis may be left unset: the development mode supplies its own.
-// Validate reads the TLS files, if any, to check that they form a key pair.
+// fields. Validate reads the TLS files, if any, to check that they form a key pair.
 func (c *Config) Validate() error {
 	var p problems
 

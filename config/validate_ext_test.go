@@ -27,6 +27,7 @@ func valid() *config.Config {
 	c.Upstream.AdminURL = "http://127.0.0.1:9092" // the backend's admin listener, for reconciliation
 	c.OIDC.IssuerURL = "http://127.0.0.1:8081/realms/dev"
 	c.OIDC.Audience = "api"
+	c.Redis.Addr = "127.0.0.1:6379"
 	return c
 }
 
@@ -47,14 +48,16 @@ func TestValidDefaultsPass(t *testing.T) {
 	}
 }
 
-func TestDefaultAloneNeedsUpstreamIssuerAndAudience(t *testing.T) {
+func TestDefaultAloneNeedsUpstreamIssuerAudienceAndRedis(t *testing.T) {
 	t.Parallel()
 	err := config.Default().Validate()
-	want := "3 problems:\n" +
+	want := "4 problems:\n" +
 		"  upstream.url: must be set, as http://host:port\n" +
 		"  oidc.issuer_url: must be set, as the issuer's URL\n" +
 		"  oidc.audience: must be set, as the API's client id at the issuer, which every access token must name in aud " +
-		"(or set oidc.allow_any_audience: true to accept tokens minted for any client of the issuer, for development only)"
+		"(or set oidc.allow_any_audience: true to accept tokens minted for any client of the issuer, for development only)\n" +
+		"  redis: set addr, cluster_addrs or sentinel.addrs (EDGE_REDIS_ADDR, …): the edge keeps its limits, quotas and idempotency keys in the Redis its replicas share; " +
+		"for a Redis on this machine alone, name it (addr: 127.0.0.1:6379): limits then hold per replica"
 	if err == nil || err.Error() != want {
 		t.Fatalf("Validate() = %v\nwant %s", err, want)
 	}
@@ -141,7 +144,8 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"redis addr without host", func(c *config.Config) { c.Redis.Addr = ":6379" }, `redis.addr: ":6379": needs a host`},
 		{"redis addr port zero", func(c *config.Config) { c.Redis.Addr = "redis:0" }, `redis.addr: "redis:0": port must be a number from 1 to 65535`},
 		{"redis cluster addr bad", func(c *config.Config) { c.Redis.Addr, c.Redis.ClusterAddrs = "", []string{"redis-0:6379", "redis-1"} }, `redis.cluster_addrs[1]: "redis-1" is not host:port`},
-		{"redis none", func(c *config.Config) { c.Redis.Addr = "" }, `redis: set addr, cluster_addrs or sentinel.addrs: the edge keeps its limits, quotas and idempotency keys in Redis`},
+		{"redis none", func(c *config.Config) { c.Redis.Addr = "" }, `redis: set addr, cluster_addrs or sentinel.addrs (EDGE_REDIS_ADDR, …): the edge keeps its limits, quotas and idempotency keys in the Redis its replicas share; `+
+			`for a Redis on this machine alone, name it (addr: 127.0.0.1:6379): limits then hold per replica`},
 		{"redis key prefix with a brace", func(c *config.Config) { c.Redis.KeyPrefix = "a{b" }, `redis.key_prefix: must be at most 64 characters without braces (they would break the keys' cluster hash tags)`},
 		{"idempotency ttl too short", func(c *config.Config) { c.Idempotency.TTL = time.Second }, `idempotency.ttl: must be between 1m and 720h, not 1s`},
 		{"idempotency lease zero", func(c *config.Config) { c.Idempotency.Lease = 0 }, `idempotency.lease: must be between 1s and 1h, not 0s`},

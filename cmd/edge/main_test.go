@@ -20,6 +20,12 @@ import (
 
 func TestCheckConfigAcceptsTheExampleAndNamesABadField(t *testing.T) {
 	var out bytes.Buffer
+	// The example names no Redis: a deployment must (or name a local one).
+	t.Setenv("EDGE_REDIS_ADDR", "")
+	if err := run(context.Background(), []string{"-check-config", "../../config/edge.yaml"}, &out); err == nil || !strings.Contains(err.Error(), "redis: set addr") {
+		t.Fatalf("the shipped example without a Redis: %v, want redis refused", err)
+	}
+	t.Setenv("EDGE_REDIS_ADDR", "redis.internal:6379")
 	if err := run(context.Background(), []string{"-check-config", "../../config/edge.yaml"}, &out); err != nil {
 		t.Fatalf("the shipped example: %v", err)
 	}
