@@ -7,6 +7,7 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -35,6 +36,7 @@ import (
 	"github.com/orgedge/edge/edge/reflection"
 	"github.com/orgedge/edge/edge/webtext"
 	"github.com/orgedge/edge/identity"
+	"github.com/orgedge/edge/internal/certfile"
 )
 
 // App is a running edge: its API and admin listeners and what they share.
@@ -48,6 +50,9 @@ type App struct {
 	failed             chan error
 	connBounds         conns.Options
 	reloadState
+	// certs are the TLS certificates read from files, reloaded with the
+	// configuration file (reloadCerts).
+	certs          []namedCert
 	reconciler     *limits.Reconciler
 	stopBackground context.CancelFunc
 }
@@ -118,8 +123,12 @@ func New(cfg *config.Config, log *slog.Logger, version string, opts ...Option) (
 		procs[name] = info.Streaming()
 	}
 	a := &App{cfg: cfg, log: log, failed: make(chan error, 2)}
-	if a.redis, err = newRedisClient(cfg.Redis); err != nil {
+	var redisCert *certfile.Pair
+	if a.redis, redisCert, err = newRedisClient(cfg.Redis); err != nil {
 		return nil, err
+	}
+	if redisCert != nil {
+		a.certs = append(a.certs, namedCert{"redis.tls", redisCert})
 	}
 	a.redis.AddHook(observe.NewRedisHook(reg, cfg.Redis.KeyPrefix))
 	a.reloads = newReloadMetrics(reg)
@@ -210,7 +219,20 @@ func New(cfg *config.Config, log *slog.Logger, version string, opts ...Option) (
 		a.connBounds.Exempt = append(a.connBounds.Exempt, pfx)
 	}
 	resets := conns.Resets{Max: cfg.Listen.MaxResetsPerConnection, OnClose: connsClosed.WithLabelValues("resets").Inc}
+	var apiTLS *tls.Config
+	if cfg.Listen.TLS.CertFile != "" {
+		pair, err := certfile.Load(cfg.Listen.TLS.CertFile, cfg.Listen.TLS.KeyFile)
+		if err != nil {
+			_ = a.redis.Close()
+			return nil, fmt.Errorf("listen.tls: %w", err)
+		}
+		a.certs = append(a.certs, namedCert{"listen.tls", pair})
+		// Read at each handshake: a rotated certificate is served to the
+		// next connection (see reloadCerts), open ones keep theirs.
+		apiTLS = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: pair.GetCertificate}
+	}
 	a.api = &http.Server{
+		TLSConfig:         apiTLS,
 		Addr:              cfg.Listen.Addr,
 		Handler:           resets.Wrap(a.cors.Wrap(webtext.Wrap(reflect.Wrap(handler)))),
 		ConnContext:       conns.ConnContext,
@@ -262,11 +284,12 @@ func (a *App) Listen() error {
 		return fmt.Errorf("admin.addr: %w", err)
 	}
 	a.apiAddr, a.adminAddr = apiLn.Addr().String(), adminLn.Addr().String()
-	tls := a.cfg.Listen.TLS
 	go func() {
 		var err error
-		if tls.CertFile != "" {
-			err = a.api.ServeTLS(apiLn, tls.CertFile, tls.KeyFile)
+		if a.cfg.Listen.TLS.CertFile != "" {
+			// The certificate comes from TLSConfig (GetCertificate). Not
+			// "TLSConfig != nil": http2.ConfigureServer sets one anyway.
+			err = a.api.ServeTLS(apiLn, "", "")
 		} else {
 			err = a.api.Serve(apiLn)
 		}

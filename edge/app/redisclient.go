@@ -7,20 +7,33 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/orgedge/edge/config"
+	"github.com/orgedge/edge/internal/certfile"
 )
 
 // newRedisClient connects to the Redis that cfg names: one server, a
 // Cluster, or the master that Sentinel points to (go-redis' failover
 // client, which follows a failover on its own), over TLS when asked, as an
 // ACL user when a username is set. It contacts nothing yet.
-func newRedisClient(cfg config.Redis) (redis.UniversalClient, error) {
+//
+// A client certificate is read through a certfile.Pair, returned for the
+// caller to reload when the files change: new connections then present
+// the new certificate, open ones are left alone.
+func newRedisClient(cfg config.Redis) (redis.UniversalClient, *certfile.Pair, error) {
 	target, err := cfg.Target()
 	if err != nil {
-		return nil, fmt.Errorf("redis: %w", err)
+		return nil, nil, fmt.Errorf("redis: %w", err)
 	}
 	tlsConfig, err := cfg.TLSConfig()
 	if err != nil {
-		return nil, fmt.Errorf("redis.tls: %w", err)
+		return nil, nil, fmt.Errorf("redis.tls: %w", err)
+	}
+	var clientCert *certfile.Pair
+	if tlsConfig != nil && cfg.TLS.CertFile != "" {
+		if clientCert, err = certfile.Load(cfg.TLS.CertFile, cfg.TLS.KeyFile); err != nil {
+			return nil, nil, fmt.Errorf("redis.tls: %w", err)
+		}
+		tlsConfig.Certificates = nil
+		tlsConfig.GetClientCertificate = clientCert.GetClientCertificate
 	}
 	opts := &redis.UniversalOptions{
 		Addrs: target.Addrs, IsClusterMode: target.Mode == config.ModeCluster,
@@ -58,5 +71,5 @@ func newRedisClient(cfg config.Redis) (redis.UniversalClient, error) {
 		opts.MasterName = cfg.Sentinel.MasterName
 		opts.SentinelUsername, opts.SentinelPassword = cfg.Sentinel.Username, cfg.Sentinel.Password
 	}
-	return redis.NewUniversalClient(opts), nil
+	return redis.NewUniversalClient(opts), clientCert, nil
 }

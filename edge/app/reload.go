@@ -15,6 +15,7 @@ import (
 	"github.com/orgedge/edge/config"
 	"github.com/orgedge/edge/edge/cors"
 	"github.com/orgedge/edge/edge/limits"
+	"github.com/orgedge/edge/internal/certfile"
 )
 
 // reloadMetrics say whether the configuration file last loaded.
@@ -193,10 +194,12 @@ func (a *App) WatchConfig(ctx context.Context, path string, interval time.Durati
 			return
 		case <-reload:
 			a.log.Info("config reload requested by signal", "file", path)
+			a.reloadCerts()
 			if h, _ := a.reload(ctx, path); h != nil {
 				last = h
 			}
 		case <-tick:
+			a.reloadCerts()
 			h, err := fileHash(path)
 			if err != nil || bytes.Equal(h, last) {
 				// An unreadable file is reported by the reload that a
@@ -207,6 +210,32 @@ func (a *App) WatchConfig(ctx context.Context, path string, interval time.Durati
 			if h, _ := a.reload(ctx, path); h != nil {
 				last = h
 			}
+		}
+	}
+}
+
+// namedCert is a certificate read from files, named by its setting.
+type namedCert struct {
+	setting string
+	pair    *certfile.Pair
+}
+
+// reloadCerts reads the TLS certificate files again: a certificate whose
+// files changed is used from the next handshake on (connections already
+// open keep theirs). Files that do not form a key pair yet (rotation half
+// done) keep the running certificate and are tried again next time.
+func (a *App) reloadCerts() {
+	for _, c := range a.certs {
+		changed, err := c.pair.Reload()
+		switch {
+		case err != nil:
+			a.log.Warn("tls certificate not reloaded: keeping the running one", "setting", c.setting, "err", err)
+		case changed:
+			var notAfter time.Time
+			if leaf := c.pair.Certificate().Leaf; leaf != nil {
+				notAfter = leaf.NotAfter
+			}
+			a.log.Info("tls certificate reloaded: new connections get it", "setting", c.setting, "not_after", notAfter)
 		}
 	}
 }
