@@ -144,7 +144,7 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"redis addr without host", func(c *config.Config) { c.Redis.Addr = ":6379" }, `redis.addr: ":6379": needs a host`},
 		{"redis addr port zero", func(c *config.Config) { c.Redis.Addr = "redis:0" }, `redis.addr: "redis:0": port must be a number from 1 to 65535`},
 		{"redis cluster addr bad", func(c *config.Config) { c.Redis.Addr, c.Redis.ClusterAddrs = "", []string{"redis-0:6379", "redis-1"} }, `redis.cluster_addrs[1]: "redis-1" is not host:port`},
-		{"redis none", func(c *config.Config) { c.Redis.Addr = "" }, `redis: set addr, cluster_addrs or sentinel.addrs (EDGE_REDIS_ADDR, …): the edge keeps its limits, quotas and idempotency keys in the Redis its replicas share; `+
+		{"redis none", func(c *config.Config) { c.Redis.Addr = "" }, `redis: set addr, cluster_addrs or sentinel.addrs (EDGE_REDIS_ADDR, …): the edge keeps its limits, quotas and idempotency keys in the Redis its replicas share; ` +
 			`for a Redis on this machine alone, name it (addr: 127.0.0.1:6379): limits then hold per replica`},
 		{"redis key prefix with a brace", func(c *config.Config) { c.Redis.KeyPrefix = "a{b" }, `redis.key_prefix: must be at most 64 characters without braces (they would break the keys' cluster hash tags)`},
 		{"idempotency ttl too short", func(c *config.Config) { c.Idempotency.TTL = time.Second }, `idempotency.ttl: must be between 1m and 720h, not 1s`},
