@@ -28,19 +28,9 @@ type Amount float64
 
 // UnmarshalYAML reads a number from 1 or the word unlimited.
 func (c *Count) UnmarshalYAML(n *yaml.Node) error {
-	if isUnlimited(n) {
-		*c = Unlimited
-		return nil
-	}
-	var v int
-	if err := n.Decode(&v); err != nil {
-		return err
-	}
-	if v == 0 {
-		return zeroBound(n)
-	}
+	v, err := decodeBound[int](n)
 	*c = Count(v)
-	return nil
+	return err
 }
 
 // MarshalYAML writes Unlimited as the word unlimited.
@@ -53,19 +43,9 @@ func (c Count) MarshalYAML() (any, error) {
 
 // UnmarshalYAML reads a number more than 0 or the word unlimited.
 func (a *Amount) UnmarshalYAML(n *yaml.Node) error {
-	if isUnlimited(n) {
-		*a = Unlimited
-		return nil
-	}
-	var v float64
-	if err := n.Decode(&v); err != nil {
-		return err
-	}
-	if v == 0 {
-		return zeroBound(n)
-	}
+	v, err := decodeBound[float64](n)
 	*a = Amount(v)
-	return nil
+	return err
 }
 
 // MarshalYAML writes Unlimited as the word unlimited.
@@ -77,6 +57,21 @@ func (a Amount) MarshalYAML() (any, error) {
 		return strconv.FormatFloat(float64(a), 'g', -1, 64), nil
 	}
 	return float64(a), nil
+}
+
+// decodeBound reads the word unlimited (Unlimited) or a number, refusing 0.
+func decodeBound[T int | float64](n *yaml.Node) (T, error) {
+	if isUnlimited(n) {
+		return Unlimited, nil
+	}
+	var v T
+	if err := n.Decode(&v); err != nil {
+		return 0, err
+	}
+	if v == 0 {
+		return 0, zeroBound(n)
+	}
+	return v, nil
 }
 
 func isUnlimited(n *yaml.Node) bool {
