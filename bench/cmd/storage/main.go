@@ -103,15 +103,11 @@ func (m *meter) answers(n int) error {
 	fmt.Printf("%-16s %8s %8s %10s %10s %12s %12s\n", "description", "answer", "stored", "entry", "ledger", "allocated", "per answer")
 	fmt.Printf("%-16s %8s %8s %10s %10s %12s %12s\n", "", "body B", "fields B", "MEMUSAGE B", "B/entry", "delta B", "B (delta/n)")
 	for si, size := range answerSizes {
-		before, err := m.keys(ctx, "*idem:*")
+		before, used0, err := m.snapshot(ctx, "*idem:*")
 		if err != nil {
 			return err
 		}
 		ledgersBefore, err := m.ledgerBytes(ctx, before)
-		if err != nil {
-			return err
-		}
-		used0, err := m.usedMemory(ctx)
 		if err != nil {
 			return err
 		}
@@ -129,11 +125,7 @@ func (m *meter) answers(n int) error {
 		if err != nil {
 			return err
 		}
-		used1, err := m.usedMemory(ctx)
-		if err != nil {
-			return err
-		}
-		after, err := m.keys(ctx, "*idem:*")
+		after, used1, err := m.snapshot(ctx, "*idem:*")
 		if err != nil {
 			return err
 		}
@@ -171,11 +163,7 @@ func (m *meter) answers(n int) error {
 
 func (m *meter) subjects(k int) error {
 	ctx := context.Background()
-	before, err := m.keys(ctx, "*")
-	if err != nil {
-		return err
-	}
-	used0, err := m.usedMemory(ctx)
+	before, used0, err := m.snapshot(ctx, "*")
 	if err != nil {
 		return err
 	}
@@ -190,11 +178,7 @@ func (m *meter) subjects(k int) error {
 	if err != nil {
 		return err
 	}
-	used1, err := m.usedMemory(ctx)
-	if err != nil {
-		return err
-	}
-	after, err := m.keys(ctx, "*")
+	after, used1, err := m.snapshot(ctx, "*")
 	if err != nil {
 		return err
 	}
@@ -246,13 +230,19 @@ func kind(key string) string {
 	return key
 }
 
-func (m *meter) keys(ctx context.Context, pattern string) (map[string]struct{}, error) {
-	out := map[string]struct{}{}
+// snapshot is the allocated memory (usedMemory) and then the keys that match
+// pattern.
+func (m *meter) snapshot(ctx context.Context, pattern string) (map[string]struct{}, int64, error) {
+	used, err := m.usedMemory(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	keys := map[string]struct{}{}
 	it := m.rdb.Scan(ctx, 0, pattern, 1000).Iterator()
 	for it.Next(ctx) {
-		out[it.Val()] = struct{}{}
+		keys[it.Val()] = struct{}{}
 	}
-	return out, it.Err()
+	return keys, used, it.Err()
 }
 
 func (m *meter) ledgerBytes(ctx context.Context, keys map[string]struct{}) (int64, error) {
