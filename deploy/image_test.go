@@ -65,6 +65,7 @@ func TestImagesStampTheVersionTheyAreBuiltWith(t *testing.T) {
 	edge.Env = []string{
 		"EDGE_LISTEN_ADDR=" + apiAddr, "EDGE_ADMIN_ADDR=" + adminAddr,
 		"EDGE_UPSTREAM_URL=http://127.0.0.1:1", "EDGE_OIDC_ISSUER_URL=http://127.0.0.1:1/realms/x", "EDGE_OIDC_AUDIENCE=api",
+		"EDGE_REDIS_ADDR=127.0.0.1:1", // as the URLs, the deployer's to give (compose, k8s)
 		"OTEL_SDK_DISABLED=true",
 	}
 	var logs lockedBuffer
@@ -151,7 +152,8 @@ func TestEdgeImageListensEverywhereFromItsFileAndSetsNoAddressVariables(t *testi
 		t.Errorf("edge.image.yaml listens on %q, admin %q; want :8080 and :9090", cfg.Listen.Addr, cfg.Admin.Addr)
 	}
 	cfg.Upstream.URL, cfg.OIDC.IssuerURL, cfg.OIDC.Audience = "http://orgsvc:8082", "https://id.example.com/realms/x", "api"
+	cfg.Redis.Addr = "redis:6379"
 	if err := cfg.Validate(); err != nil {
-		t.Errorf("edge.image.yaml with the two URLs and the audience: %v", err)
+		t.Errorf("edge.image.yaml with the two URLs, the audience and the Redis address: %v", err)
 	}
 }
