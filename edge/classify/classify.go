@@ -102,14 +102,23 @@ func Classify(r *http.Request, procs Procedures) (Call, Problem) {
 	return c, 0
 }
 
-// fromContentType sets the protocol and codec from Content-Type.
-func (c *Call) fromContentType(h http.Header) bool {
+// MediaType is the media type of h's Content-Type, lower case and without
+// its parameters; ok is false when it is missing, longer than 128 bytes (no
+// media type of this API is) or malformed. It is the edge's one reading of
+// a request's Content-Type.
+func MediaType(h http.Header) (mt string, ok bool) {
 	ct := h.Get("Content-Type")
 	if len(ct) > 128 {
-		return false
+		return "", false
 	}
 	mt, _, err := mime.ParseMediaType(ct)
-	if err != nil {
+	return mt, err == nil
+}
+
+// fromContentType sets the protocol and codec from Content-Type.
+func (c *Call) fromContentType(h http.Header) bool {
+	mt, ok := MediaType(h)
+	if !ok {
 		return false
 	}
 	switch mt {

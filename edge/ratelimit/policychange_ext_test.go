@@ -133,9 +133,6 @@ func TestAfterALimitFallsTheSpentRequestsComeBackAtTheNewRate(t *testing.T) {
 			}
 			refused++
 		}
-		if time.Since(start) > time.Minute {
-			t.Fatal("20 refusals took over a minute: a request of the slow numbers may have come back, so the test cannot judge (a skip here would pass unseen in CI)")
-		}
 	})
 }
 

@@ -15,10 +15,10 @@ import (
 	"encoding/base64"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"strings"
 
+	"github.com/orgedge/edge/edge/classify"
 	"github.com/orgedge/edge/edge/reqbody"
 )
 
@@ -59,12 +59,13 @@ func textCodec(r *http.Request) (string, bool) {
 	if r.Method != http.MethodPost {
 		return "", false
 	}
-	ct := r.Header.Get("Content-Type")
-	if len(ct) > 128 || !strings.HasPrefix(strings.ToLower(ct), textType) {
+	// A cheap look first: every call of the API passes here, and only text
+	// calls need their media type read.
+	if ct := r.Header.Get("Content-Type"); len(ct) < len(textType) || !strings.EqualFold(ct[:len(textType)], textType) {
 		return "", false
 	}
-	mt, _, err := mime.ParseMediaType(ct)
-	if err != nil {
+	mt, ok := classify.MediaType(r.Header)
+	if !ok {
 		return "", false
 	}
 	switch sub := strings.TrimPrefix(mt, textType); sub {
