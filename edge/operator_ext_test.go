@@ -55,7 +55,7 @@ func TestSupportEngineerInspectsAndUnblocksOneCustomerWithAnAuditTrail(t *testin
 		t.Fatalf("status %d, want 429 before the support engineer steps in", code)
 	}
 	// A crashed edge left a stream lease behind.
-	streams := quota.NewStreams(testenv.Redis(t), quota.WithKeyPrefix(s.edge.Config.Redis.KeyPrefix))
+	streams := quota.NewStreams(testenv.Redis(t), quota.Options{KeyPrefix: s.edge.Config.Redis.KeyPrefix})
 	lease, err := streams.Acquire(context.Background(), sub, 20)
 	if err != nil {
 		t.Fatal(err)

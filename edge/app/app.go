@@ -139,17 +139,16 @@ func New(cfg *config.Config, log *slog.Logger, version string, opts ...Option) (
 	rates := ratelimit.New(a.redis, ratelimit.Options{
 		Timeout: callTimeout, OnRedisFailure: cfg.Limits.OnRedisFailure, LocalShare: cfg.Limits.LocalShare, Logger: log, KeyPrefix: cfg.Redis.KeyPrefix,
 	})
-	envs := quota.NewEnvironments(a.redis, quota.WithTimeout(callTimeout), quota.WithLogger(log),
-		quota.WithKeyPrefix(cfg.Redis.KeyPrefix))
+	quotas := quota.Options{KeyPrefix: cfg.Redis.KeyPrefix, Timeout: callTimeout, Logger: log, LeasePeriod: cfg.Limits.StreamLease}
+	envs := quota.NewEnvironments(a.redis, quotas)
 	metrics := observe.NewMetrics(reg, auth, rates, version)
 	metrics.SampleCanceledLines(cfg.Log.CanceledPerSecond)
 	if cfg.Upstream.AdminURL != "" {
 		a.reconciler = limits.NewReconciler(envs, cfg.Upstream.AdminURL, cfg.Limits.ReconcileInterval, log)
 	}
 	step := limits.New(limits.NewLive(cfg), limits.Options{
-		Rates: rates,
-		Streams: quota.NewStreams(a.redis, quota.WithTimeout(callTimeout), quota.WithLeasePeriod(cfg.Limits.StreamLease),
-			quota.WithLogger(log), quota.WithKeyPrefix(cfg.Redis.KeyPrefix)),
+		Rates:          rates,
+		Streams:        quota.NewStreams(a.redis, quotas),
 		Envs:           envs,
 		OnRedisFailure: cfg.Limits.OnRedisFailure,
 		Reconciler:     a.reconciler,

@@ -192,13 +192,13 @@ return {n, tonumber(month[1]) or 0, vcpu + (tonumber(month[2]) or 0), mem + (ton
 // Redis. Safe for concurrent use.
 type Environments struct {
 	rdb  redis.UniversalClient
-	opts options
+	opts settings
 }
 
 // NewEnvironments returns Environments on rdb (a single Redis or a cluster).
-// Options: WithClock, WithReservationTTL, WithTimeout.
-func NewEnvironments(rdb redis.UniversalClient, opts ...Option) *Environments {
-	return &Environments{rdb: rdb, opts: newOptions(opts)}
+// It uses o.KeyPrefix and o.Timeout.
+func NewEnvironments(rdb redis.UniversalClient, o Options) *Environments {
+	return &Environments{rdb: rdb, opts: newSettings(o)}
 }
 
 // month is the calendar month (UTC) of t: its key suffix and bounds.
@@ -483,13 +483,13 @@ func (r *Reservation) Rollback(ctx context.Context) error {
 	return nil
 }
 
-func (o *options) ownerKey(environmentID string) string {
+func (o *settings) ownerKey(environmentID string) string {
 	return o.keyPrefix + "q:owner:" + environmentID
 }
 
 // indexKey is the sorted set of the subjects (by hash tag) that have had a
 // running environment: what reconciliation walks.
-func (o *options) indexKey() string { return o.keyPrefix + "q:envs:index" }
+func (o *settings) indexKey() string { return o.keyPrefix + "q:envs:index" }
 
 // tagOf is the hash tag inside a subject's key start ("…q:{tag}:").
 func tagOf(keyStart string) string {
@@ -502,7 +502,7 @@ func tagOf(keyStart string) string {
 }
 
 // keysOfTag is the start of the keys of the subject whose hash tag is tag.
-func (o *options) keysOfTag(tag string) string { return o.keyPrefix + "q:{" + tag + "}:" }
+func (o *settings) keysOfTag(tag string) string { return o.keyPrefix + "q:{" + tag + "}:" }
 
 // milli returns the size in thousandths of a vCPU and of a GB.
 func (s Size) milli() (vcpu, mem int64, err error) {

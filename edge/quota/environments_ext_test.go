@@ -23,7 +23,9 @@ var (
 func newEnvironments(t *testing.T, tg target, start time.Time) (*quota.Environments, *clock) {
 	t.Helper()
 	c := newClock(start)
-	return quota.NewEnvironments(tg.rdb, quota.WithTimeout(redisDeadline), quota.WithClock(c.Now)), c
+	e := quota.NewEnvironments(tg.rdb, quota.Options{Timeout: redisDeadline})
+	e.SetClock(c.Now)
+	return e, c
 }
 
 func reserve(t *testing.T, e *quota.Environments, subject string, plan quota.Quota, size quota.Size) *quota.Reservation {
@@ -322,7 +324,7 @@ func TestDeletionByAnotherSubjectEndsTheOwnersEnvironmentOnce(t *testing.T) {
 }
 
 func TestRedisUnreachableAtReserveIsUnavailableNotAQuota(t *testing.T) {
-	e := quota.NewEnvironments(unreachable(t))
+	e := quota.NewEnvironments(unreachable(t), quota.Options{})
 	ctx := context.Background()
 	_, err := e.Reserve(ctx, "sub", free, size)
 	var qe *quota.QuotaError
@@ -338,7 +340,7 @@ func TestRedisUnreachableAtReserveIsUnavailableNotAQuota(t *testing.T) {
 }
 
 func TestInvalidSizeIsAnErrorNotAnOutage(t *testing.T) {
-	e := quota.NewEnvironments(unreachable(t))
+	e := quota.NewEnvironments(unreachable(t), quota.Options{})
 	_, err := e.Reserve(context.Background(), "sub", free, quota.Size{VCPUs: -1})
 	if err == nil || errors.Is(err, quota.ErrUnavailable) {
 		t.Errorf("Reserve = %v, want an invalid-size error", err)

@@ -28,7 +28,7 @@ func redisForExample() (*redis.Client, func()) {
 func ExampleStreams_Acquire() {
 	rdb, stop := redisForExample()
 	defer stop()
-	streams := quota.NewStreams(rdb, quota.WithLeasePeriod(30*time.Second), quota.WithTimeout(time.Second)) // production: 50ms
+	streams := quota.NewStreams(rdb, quota.Options{LeasePeriod: 30 * time.Second, Timeout: time.Second}) // production: 50ms
 
 	lease, err := streams.Acquire(context.Background(), "user-1", quota.DefaultMaxStreams)
 	switch {
@@ -49,7 +49,7 @@ func ExampleStreams_Acquire() {
 func ExampleEnvironments_Reserve() {
 	rdb, stop := redisForExample()
 	defer stop()
-	envs := quota.NewEnvironments(rdb, quota.WithTimeout(time.Second)) // production: 50ms
+	envs := quota.NewEnvironments(rdb, quota.Options{Timeout: time.Second}) // production: 50ms
 	limits := config.Default().Limits
 	ctx := context.Background()
 

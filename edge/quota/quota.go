@@ -48,7 +48,7 @@
 //
 // # Deadlines
 //
-// Every Redis call gets a deadline (WithTimeout, default 50ms). go-redis
+// Every Redis call gets a deadline (Options.Timeout, default 50ms). go-redis
 // applies a context's deadline to socket reads and writes only when the
 // client has ContextTimeoutEnabled; otherwise its ReadTimeout and
 // WriteTimeout bound them.
@@ -85,11 +85,27 @@ const (
 	DefaultRecordTTL = 35 * 24 * time.Hour
 )
 
-// Option configures Streams and Environments. Each applies to the one that
-// uses it and is ignored by the other.
-type Option func(*options)
+// Options configure Streams and Environments. A zero field takes its
+// default; each field applies to the one that uses it and is ignored by the
+// other.
+type Options struct {
+	// KeyPrefix starts every key, so that several installations (or tests)
+	// can share one Redis. It must not contain '{' or '}'.
+	KeyPrefix string
+	// Timeout bounds each Redis call (default DefaultTimeout, 50ms).
+	Timeout time.Duration
+	// Logger is where Streams log renewal failures (default slog.Default()).
+	Logger *slog.Logger
+	// LeasePeriod is how long a stream lease lives without renewal (Streams;
+	// default DefaultLeasePeriod, 30s): a crashed edge's streams free
+	// themselves within it. Open streams renew every third of it. A period
+	// under 3ms takes the default.
+	LeasePeriod time.Duration
+}
 
-type options struct {
+// settings are Options with the defaults filled in, and the seams this
+// package's tests replace (export_test.go).
+type settings struct {
 	keyPrefix      string
 	timeout        time.Duration
 	log            *slog.Logger
@@ -100,8 +116,9 @@ type options struct {
 	recordTTL      time.Duration
 }
 
-func newOptions(opts []Option) options {
-	o := options{
+func newSettings(o Options) settings {
+	s := settings{
+		keyPrefix:      o.KeyPrefix,
 		timeout:        DefaultTimeout,
 		log:            slog.Default(),
 		leasePeriod:    DefaultLeasePeriod,
@@ -110,10 +127,16 @@ func newOptions(opts []Option) options {
 		reservationTTL: DefaultReservationTTL,
 		recordTTL:      DefaultRecordTTL,
 	}
-	for _, opt := range opts {
-		opt(&o)
+	if o.Timeout > 0 {
+		s.timeout = o.Timeout
 	}
-	return o
+	if o.Logger != nil {
+		s.log = o.Logger
+	}
+	if o.LeasePeriod >= 3*time.Millisecond {
+		s.leasePeriod = o.LeasePeriod
+	}
+	return s
 }
 
 func realTicker(d time.Duration) (<-chan time.Time, func()) {
@@ -121,49 +144,14 @@ func realTicker(d time.Duration) (<-chan time.Time, func()) {
 	return t.C, t.Stop
 }
 
-// WithTimeout sets the deadline of each Redis call (default 50ms).
-func WithTimeout(d time.Duration) Option {
-	return func(o *options) {
-		if d > 0 {
-			o.timeout = d
-		}
-	}
-}
-
-// WithLogger sets where Streams log renewal failures (default slog.Default).
-func WithLogger(l *slog.Logger) Option {
-	return func(o *options) {
-		if l != nil {
-			o.log = l
-		}
-	}
-}
-
-// WithLeasePeriod sets how long a stream lease lives without renewal
-// (Streams; default 30s): a crashed edge's streams free themselves within
-// it. Open streams renew every third of it. Less than 3ms is ignored.
-func WithLeasePeriod(d time.Duration) Option {
-	return func(o *options) {
-		if d >= 3*time.Millisecond {
-			o.leasePeriod = d
-		}
-	}
-}
-
 // tag is the start of a subject's keys, with their hash tag.
-func (o *options) tag(subject string) string {
+func (o *settings) tag(subject string) string {
 	sum := sha256.Sum256([]byte(subject))
 	return o.keyPrefix + "q:{" + hex.EncodeToString(sum[:16]) + "}:"
 }
 
-// WithKeyPrefix starts every key with prefix, so that several installations
-// (or tests) can share one Redis. It must not contain '{' or '}'.
-func WithKeyPrefix(prefix string) Option {
-	return func(o *options) { o.keyPrefix = prefix }
-}
-
 // call bounds one Redis call by the configured deadline.
-func (o *options) call(ctx context.Context, f func(context.Context) error) error {
+func (o *settings) call(ctx context.Context, f func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 	return f(ctx)
@@ -171,7 +159,7 @@ func (o *options) call(ctx context.Context, f func(context.Context) error) error
 
 // callBulk bounds one pipelined Redis call of a background pass: twenty
 // times the per-call deadline, at least a second.
-func (o *options) callBulk(ctx context.Context, f func(context.Context) error) error {
+func (o *settings) callBulk(ctx context.Context, f func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, max(20*o.timeout, time.Second))
 	defer cancel()
 	return f(ctx)

@@ -69,16 +69,16 @@ return added
 // use.
 type Streams struct {
 	rdb  redis.UniversalClient
-	opts options
+	opts settings
 	// failing is set while renewals fail, so that an outage is logged once
 	// for all leases, not once per stream and tick.
 	failing atomic.Bool
 }
 
-// NewStreams returns Streams on rdb (a single Redis or a cluster). Options:
-// WithLeasePeriod, WithTimeout, WithLogger, WithRenewTicker.
-func NewStreams(rdb redis.UniversalClient, opts ...Option) *Streams {
-	return &Streams{rdb: rdb, opts: newOptions(opts)}
+// NewStreams returns Streams on rdb (a single Redis or a cluster). It uses
+// o.KeyPrefix, o.Timeout, o.Logger and o.LeasePeriod.
+func NewStreams(rdb redis.UniversalClient, o Options) *Streams {
+	return &Streams{rdb: rdb, opts: newSettings(o)}
 }
 
 // Acquire opens a lease for one stream of subject if fewer than limit are

@@ -36,7 +36,7 @@ func wantStreamLimit(t *testing.T, s *quota.Streams, subject string, max int) {
 
 func TestTwentyStreamsOpenThe21stIsRefusedUntilOneCloses(t *testing.T) {
 	eachTarget(t, func(t *testing.T, tg target) {
-		s := quota.NewStreams(tg.rdb, quota.WithTimeout(redisDeadline))
+		s := quota.NewStreams(tg.rdb, quota.Options{Timeout: redisDeadline})
 		sub := testenv.Unique("sub")
 		var leases []*quota.Lease
 		for range quota.DefaultMaxStreams {
@@ -54,8 +54,8 @@ func TestTwentyStreamsOpenThe21stIsRefusedUntilOneCloses(t *testing.T) {
 
 func TestStreamsOfACrashedEdgeFreeThemselvesAfterOneLeasePeriod(t *testing.T) {
 	eachTarget(t, func(t *testing.T, tg target) {
-		crashed := quota.NewStreams(tg.rdb, quota.WithTimeout(redisDeadline), quota.WithLeasePeriod(tg.period), neverRenew)
-		healthy := quota.NewStreams(tg.rdb, quota.WithTimeout(redisDeadline))
+		crashed := neverRenew(quota.NewStreams(tg.rdb, quota.Options{Timeout: redisDeadline, LeasePeriod: tg.period}))
+		healthy := quota.NewStreams(tg.rdb, quota.Options{Timeout: redisDeadline})
 		sub := testenv.Unique("sub")
 		for range quota.DefaultMaxStreams {
 			acquire(t, crashed, sub, quota.DefaultMaxStreams) // released only when the test ends
@@ -74,7 +74,7 @@ func TestStreamsOfACrashedEdgeFreeThemselvesAfterOneLeasePeriod(t *testing.T) {
 func TestOpenStreamIsRenewedPastItsFirstLeasePeriod(t *testing.T) {
 	eachTarget(t, func(t *testing.T, tg target) {
 		tk := make(ticker)
-		s := quota.NewStreams(tg.rdb, quota.WithTimeout(redisDeadline), quota.WithLeasePeriod(tg.period), tk.option())
+		s := tk.drives(quota.NewStreams(tg.rdb, quota.Options{Timeout: redisDeadline, LeasePeriod: tg.period}))
 		sub := testenv.Unique("sub")
 		acquire(t, s, sub, 1)
 		acquired := tg.now(t)
@@ -90,7 +90,7 @@ func TestRedisBlipDuringRenewalKeepsTheStreamAndLogsOnce(t *testing.T) {
 	tg := miniTarget(t) // fails on demand
 	var out logs
 	tk := make(ticker)
-	s := quota.NewStreams(tg.rdb, quota.WithTimeout(redisDeadline), tk.option(), quota.WithLogger(slog.New(slog.NewTextHandler(&out, nil))))
+	s := tk.drives(quota.NewStreams(tg.rdb, quota.Options{Timeout: redisDeadline, Logger: slog.New(slog.NewTextHandler(&out, nil))}))
 	sub := testenv.Unique("sub")
 	l := acquire(t, s, sub, 1)
 
@@ -116,7 +116,7 @@ func TestRedisBlipDuringRenewalKeepsTheStreamAndLogsOnce(t *testing.T) {
 
 func TestUnlimitedStreamsAreCountedButNeverRefused(t *testing.T) {
 	eachTarget(t, func(t *testing.T, tg target) {
-		s := quota.NewStreams(tg.rdb, quota.WithTimeout(redisDeadline))
+		s := quota.NewStreams(tg.rdb, quota.Options{Timeout: redisDeadline})
 		sub := testenv.Unique("sub")
 		for range 30 {
 			acquire(t, s, sub, 0)
@@ -140,7 +140,7 @@ func unreachable(t *testing.T) redis.UniversalClient {
 }
 
 func TestRedisUnreachableAtAcquireIsUnavailableNotALimit(t *testing.T) {
-	s := quota.NewStreams(unreachable(t))
+	s := quota.NewStreams(unreachable(t), quota.Options{})
 	_, err := s.Acquire(context.Background(), "sub", quota.DefaultMaxStreams)
 	if !errors.Is(err, quota.ErrUnavailable) || errors.Is(err, quota.ErrStreamLimit) {
 		t.Fatalf("Acquire = %v, want ErrUnavailable", err)

@@ -91,8 +91,10 @@ func (tg target) passTime(t *testing.T, at time.Time) {
 // ticker is a lease-renewal ticker that the test drives.
 type ticker chan time.Time
 
-func (tk ticker) option() quota.Option {
-	return quota.WithRenewTicker(func(time.Duration) (<-chan time.Time, func()) { return tk, func() {} })
+// drives makes tk pace s's renewals, and returns s.
+func (tk ticker) drives(s *quota.Streams) *quota.Streams {
+	s.SetRenewTicker(func(time.Duration) (<-chan time.Time, func()) { return tk, func() {} })
+	return s
 }
 
 // renew makes the lease renew once and returns when that renewal is over:
@@ -110,9 +112,12 @@ func (tk ticker) renew(t *testing.T) {
 	}
 }
 
-// neverRenew is the ticker of an edge that crashed: its leases are never
-// renewed (nor released).
-var neverRenew = quota.WithRenewTicker(func(time.Duration) (<-chan time.Time, func()) { return nil, func() {} })
+// neverRenew gives s the ticker of an edge that crashed: its leases are
+// never renewed (nor released). It returns s.
+func neverRenew(s *quota.Streams) *quota.Streams {
+	s.SetRenewTicker(func(time.Duration) (<-chan time.Time, func()) { return nil, func() {} })
+	return s
+}
 
 // clock is an edge clock that only moves when told.
 type clock = testenv.Clock
