@@ -102,10 +102,13 @@ func New(cfg *config.Config, log *slog.Logger, version string, opts ...Option) (
 		}
 		clientAddr.TrustedProxies = append(clientAddr.TrustedProxies, pfx)
 	}
-	auth := authn.New(verifier, cfg.OIDC.TokenCacheSize, cfg.OIDC.ClockSkew,
-		authn.WithRefusedCache(cfg.OIDC.RefusedTokenCacheSize),
-		authn.WithFailureLimit(cfg.OIDC.FailureLimit.PerMinute, cfg.OIDC.FailureLimit.Burst),
-		authn.WithClientAddress(clientAddr))
+	auth := authn.New(verifier, authn.Options{
+		CacheSize:     cfg.OIDC.TokenCacheSize,
+		ClockSkew:     cfg.OIDC.ClockSkew,
+		RefusedCache:  cfg.OIDC.RefusedTokenCacheSize,
+		FailureLimit:  authn.FailureLimit{PerMinute: cfg.OIDC.FailureLimit.PerMinute, Burst: cfg.OIDC.FailureLimit.Burst},
+		ClientAddress: clientAddr,
+	})
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

@@ -5,7 +5,8 @@
 //
 // It also keeps failures cheap: a refused token is remembered (bounded) and
 // refused again without verification, and a client address that fails too
-// often may not have new tokens verified for a while (see WithFailureLimit).
+// often may not have new tokens verified for a while (see
+// Options.FailureLimit).
 //
 // It decides who is calling, not what they may do (see policy).
 package authn
@@ -52,47 +53,55 @@ type Authenticator struct {
 	hits, verifications, refusedHits, limited atomic.Uint64
 }
 
-// Option configures an Authenticator.
-type Option func(*Authenticator)
+// DefaultCacheSize is how many verified tokens an Authenticator caches
+// unless Options.CacheSize says otherwise.
+const DefaultCacheSize = 100_000
 
-// WithRefusedCache remembers up to size refused tokens (for 10 minutes), so
-// that a refused token sent again is refused without verification. Only
-// final refusals are remembered: not a token whose key is not known yet,
-// nor one refused because the issuer was unreachable.
-func WithRefusedCache(size int) Option {
-	return func(a *Authenticator) {
-		if size > 0 {
-			a.refused = expirable.NewLRU[[sha256.Size]byte, *identity.Error](size, nil, refusedTTL)
-		}
-	}
+// Options configure an Authenticator. A zero field takes its default.
+type Options struct {
+	// CacheSize bounds the verified tokens cached (default DefaultCacheSize).
+	CacheSize int
+	// ClockSkew is the tolerance on a cached token's expiry, the same the
+	// verifier applies (default none).
+	ClockSkew time.Duration
+	// RefusedCache is how many refused tokens are remembered (for 10
+	// minutes), so that a refused token sent again is refused without
+	// verification (default none). Only final refusals are remembered: not
+	// a token whose key is not known yet, nor one refused because the
+	// issuer was unreachable.
+	RefusedCache int
+	// FailureLimit bounds failed authentications per client address (see
+	// AuthenticateRequest; default none).
+	FailureLimit FailureLimit
+	// ClientAddress says how AuthenticateRequest finds the client's address
+	// (default: the socket peer).
+	ClientAddress ClientAddress
 }
 
-// WithFailureLimit bounds failed authentications per client address (see
-// AuthenticateRequest): a bucket of burst, refilled at perMinute. 0 turns it
-// off.
-func WithFailureLimit(perMinute, burst int) Option {
-	return func(a *Authenticator) {
-		if perMinute > 0 && burst > 0 {
-			a.failures = newFailureLimiter(perMinute, burst)
-		}
-	}
+// FailureLimit is a token bucket per client address: Burst tokens,
+// refilled at PerMinute. Either at 0 turns it off.
+type FailureLimit struct {
+	PerMinute, Burst int
 }
 
-// WithClientAddress says how AuthenticateRequest finds the client's address.
-// Default: the socket peer.
-func WithClientAddress(c ClientAddress) Option { return func(a *Authenticator) { a.address = c } }
-
-// New returns an Authenticator caching at most size verified tokens. skew is
-// the tolerance on expiry, the same the verifier applies.
-func New(v Verifier, size int, skew time.Duration, opts ...Option) *Authenticator {
+// New returns an Authenticator that verifies tokens with v.
+func New(v Verifier, o Options) *Authenticator {
+	size := o.CacheSize
+	if size <= 0 {
+		size = DefaultCacheSize
+	}
 	a := &Authenticator{
-		v:     v,
-		cache: expirable.NewLRU[[sha256.Size]byte, *identity.Principal](size, nil, maxCacheTTL),
-		skew:  skew,
-		now:   time.Now,
+		v:       v,
+		cache:   expirable.NewLRU[[sha256.Size]byte, *identity.Principal](size, nil, maxCacheTTL),
+		skew:    o.ClockSkew,
+		now:     time.Now,
+		address: o.ClientAddress,
 	}
-	for _, o := range opts {
-		o(a)
+	if o.RefusedCache > 0 {
+		a.refused = expirable.NewLRU[[sha256.Size]byte, *identity.Error](o.RefusedCache, nil, refusedTTL)
+	}
+	if fl := o.FailureLimit; fl.PerMinute > 0 && fl.Burst > 0 {
+		a.failures = newFailureLimiter(fl.PerMinute, fl.Burst)
 	}
 	return a
 }
@@ -105,7 +114,7 @@ func (a *Authenticator) Authenticate(ctx context.Context, h http.Header) (*ident
 }
 
 // AuthenticateRequest is Authenticate for a request whose client address
-// (see WithClientAddress) is bounded by the failure limit: while the address
+// (see Options.ClientAddress) is bounded by the failure limit: while the address
 // has failed too often, a token not verified before is refused with a
 // *FailureLimitError, unverified. Cached tokens pass as ever.
 func (a *Authenticator) AuthenticateRequest(ctx context.Context, r *http.Request) (*identity.Principal, error) {

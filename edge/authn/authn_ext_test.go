@@ -27,7 +27,7 @@ func setup(t testing.TB) (*devissuer.Server, *authn.Authenticator) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return iss, authn.New(v, 100, 30*time.Second)
+	return iss, authn.New(v, authn.Options{CacheSize: 100, ClockSkew: 30 * time.Second})
 }
 
 func bearer(tok string) http.Header { return http.Header{"Authorization": {"Bearer " + tok}} }
@@ -59,7 +59,8 @@ func TestCachedTokenIsRefusedOnceExpired(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := authn.New(v, 100, 30*time.Second, authn.WithClock(clock))
+	a := authn.New(v, authn.Options{CacheSize: 100, ClockSkew: 30 * time.Second})
+	a.SetClock(clock)
 	tok, _ := iss.Issuer().TokenFor("bob") // lives 10 minutes
 	if _, err := a.Authenticate(context.Background(), bearer(tok)); err != nil {
 		t.Fatal(err)
@@ -102,7 +103,7 @@ func TestRefusedTokenIsRememberedButARetryableRefusalIsNot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := authn.New(v, 100, 30*time.Second, authn.WithRefusedCache(10))
+	a := authn.New(v, authn.Options{CacheSize: 100, ClockSkew: 30 * time.Second, RefusedCache: 10})
 	claims, _ := iss.Issuer().ClaimsFor("alice")
 	claims["aud"] = []string{"billing"}
 	wrongAudience, _ := iss.Issuer().Mint(claims)
@@ -148,7 +149,8 @@ func TestFailureLimitRefusesNewTokensButNotCachedOnes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := authn.New(v, 100, 30*time.Second, authn.WithClock(clock.Now), authn.WithFailureLimit(60, 2))
+	a := authn.New(v, authn.Options{CacheSize: 100, ClockSkew: 30 * time.Second, FailureLimit: authn.FailureLimit{PerMinute: 60, Burst: 2}})
+	a.SetClock(clock.Now)
 	request := func(remote, tok string) *http.Request {
 		r := httptest.NewRequest(http.MethodPost, "/", nil)
 		r.RemoteAddr = remote

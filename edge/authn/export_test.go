@@ -2,7 +2,8 @@ package authn
 
 import "time"
 
-// Seams for this package's tests only.
+// Seams for this package's tests only. Set them before the first call.
 
-// WithClock sets the clock that decides whether a cached token has expired.
-func WithClock(now func() time.Time) Option { return func(a *Authenticator) { a.now = now } }
+// SetClock sets the clock that decides whether a cached token has expired
+// and refills the failure limit's buckets (default time.Now).
+func (a *Authenticator) SetClock(now func() time.Time) { a.now = now }
