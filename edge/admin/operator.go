@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"mime"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/orgedge/edge/config"
 	"github.com/orgedge/edge/edge/authn"
+	"github.com/orgedge/edge/edge/classify"
 	"github.com/orgedge/edge/edge/limits"
 	"github.com/orgedge/edge/edge/ratelimit"
 	"github.com/orgedge/edge/identity"
@@ -200,7 +200,7 @@ func (o *operator) fromBrowser(r *http.Request, changes bool) (int, error) {
 		return http.StatusForbidden, errors.New("calls from web pages (with an Origin header) are refused: call the operator API with curl or a script")
 	}
 	if changes {
-		if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		if mt, ok := classify.MediaType(r.Header); !ok || mt != "application/json" {
 			return http.StatusUnsupportedMediaType, errors.New("send Content-Type: application/json")
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"mime"
 	"net/http"
 	"strconv"
 	"strings"
@@ -14,19 +13,20 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/orgedge/edge/edge/classify"
 	"github.com/orgedge/edge/edge/wire"
 )
 
 // EndStream ends a stream whose response has started (its headers and
 // maybe messages are out) with err, in the stream's protocol, named by the
-// response's Content-Type: the bytes to send after the last whole message
-// (Connect's end-of-stream message, gRPC-Web's trailers frame) and the
-// trailers to set (gRPC's grpc-status, grpc-message and
+// Content-Type of the response's header h: the bytes to send after the
+// last whole message (Connect's end-of-stream message, gRPC-Web's trailers
+// frame) and the trailers to set (gRPC's grpc-status, grpc-message and
 // grpc-status-details-bin). ok is false for a content type that is no
 // stream of Connect, gRPC or gRPC-Web.
-func EndStream(contentType string, err *connect.Error) (body []byte, trailer http.Header, ok bool) {
-	mt, _, perr := mime.ParseMediaType(contentType)
-	if perr != nil {
+func EndStream(h http.Header, err *connect.Error) (body []byte, trailer http.Header, ok bool) {
+	mt, ok := classify.MediaType(h)
+	if !ok {
 		return nil, nil, false
 	}
 	switch {

@@ -3,12 +3,13 @@ package apierror
 import (
 	"encoding/base64"
 	"errors"
-	"mime"
 	"net/http"
 	"strconv"
 
 	"connectrpc.com/connect"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
+
+	"github.com/orgedge/edge/edge/classify"
 )
 
 // errorWriter writes every protocol but unary JSON; it is safe for
@@ -68,8 +69,8 @@ func protocolOf(r *http.Request) protocol {
 	default:
 		return unsupported
 	}
-	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	if err != nil {
+	mt, ok := classify.MediaType(r.Header)
+	if !ok {
 		return unsupported
 	}
 	return mediaTypes[mt]

@@ -105,7 +105,9 @@ func Classify(r *http.Request, procs Procedures) (Call, Problem) {
 // MediaType is the media type of h's Content-Type, lower case and without
 // its parameters; ok is false when it is missing, longer than 128 bytes (no
 // media type of this API is) or malformed. It is the edge's one reading of
-// a request's Content-Type.
+// a Content-Type: a request's (the chain, the refusal's protocol, the
+// idempotency fingerprint, the operator API) and an answer's (the end of a
+// stream the edge cuts).
 func MediaType(h http.Header) (mt string, ok bool) {
 	ct := h.Get("Content-Type")
 	if len(ct) > 128 {

@@ -69,7 +69,7 @@ func (b *expiringBody) Read(p []byte) (int, error) {
 	}
 	b.ended = true
 	e := tokenExpired()
-	tail, trailer, ok := apierror.EndStream(b.res.Header.Get("Content-Type"), e)
+	tail, trailer, ok := apierror.EndStream(b.res.Header, e)
 	if !ok {
 		return n, err
 	}

@@ -5,9 +5,10 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"hash"
-	"mime"
 	"net/http"
 	"strings"
+
+	"github.com/orgedge/edge/edge/classify"
 )
 
 // maxKeyLen bounds a key, after unquoting.
@@ -101,11 +102,10 @@ func contentType(r *http.Request) string {
 	if r.Method == http.MethodGet {
 		return "GET encoding=" + clip(r.URL.Query().Get("encoding"))
 	}
-	ct := r.Header.Get("Content-Type")
-	if mt, _, err := mime.ParseMediaType(ct); err == nil {
+	if mt, ok := classify.MediaType(r.Header); ok {
 		return mt
 	}
-	return clip(strings.ToLower(ct))
+	return clip(strings.ToLower(r.Header.Get("Content-Type")))
 }
 
 func clip(s string) string {
