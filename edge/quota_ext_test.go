@@ -3,6 +3,7 @@ package edge_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -14,6 +15,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/orgedge/edge/config"
+	"github.com/orgedge/edge/edge/limits"
+	"github.com/orgedge/edge/edge/quota"
 	svcv1 "github.com/orgedge/edge/gen/svc/v1"
 	"github.com/orgedge/edge/internal/backendapi"
 	"github.com/orgedge/edge/internal/testkit"
@@ -380,7 +383,7 @@ func TestEveryQuotaKeyInRedisExpires(t *testing.T) {
 	if _, err := c.Env.DeleteEnvironment(ctx, req(&svcv1.DeleteEnvironmentRequest{EnvironmentId: a})); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.App.Reconciler().Pass(ctx); err != nil {
+	if _, err := reconciler(t, e).Pass(ctx); err != nil {
 		t.Fatal(err)
 	}
 	rdb := redisClient(t, rs.Addr)
@@ -404,11 +407,20 @@ func TestEveryQuotaKeyInRedisExpires(t *testing.T) {
 	}
 }
 
-func redisClient(t *testing.T, addr string) *redis.Client {
+func redisClient(t testing.TB, addr string) *redis.Client {
 	t.Helper()
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	t.Cleanup(func() { _ = rdb.Close() })
 	return rdb
+}
+
+// reconciler is a reconciliation of e's environment quotas with its backend
+// (upstream.admin_url), on e's Redis and keys: its Pass does now what e's own
+// reconciler does every limits.reconcile_interval.
+func reconciler(t testing.TB, e *testkit.Edge) *limits.Reconciler {
+	t.Helper()
+	envs := quota.NewEnvironments(redisClient(t, e.Config.Redis.Addr), quota.Options{KeyPrefix: e.Config.Redis.KeyPrefix})
+	return limits.NewReconciler(envs, e.Config.Upstream.AdminURL, e.Config.Limits.ReconcileInterval, slog.New(slog.DiscardHandler))
 }
 
 func TestAStreamRefusedByTheStreamCapConsumesNoRate(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/orgedge/edge/config"
+	"github.com/orgedge/edge/edge/limits"
 	svcv1 "github.com/orgedge/edge/gen/svc/v1"
 	"github.com/orgedge/edge/internal/testkit"
 	"github.com/orgedge/edge/orgsvc"
@@ -22,9 +23,10 @@ const fuzzQuota = 3
 // inputs of one fuzz process: each input goes on from where the last left,
 // and every check compares with the backend's truth, not a model.
 type quotaWorld struct {
-	edge     *testkit.Edge
-	subjects []*fuzzSubject
-	names    int
+	edge       *testkit.Edge
+	reconciler *limits.Reconciler
+	subjects   []*fuzzSubject
+	names      int
 }
 
 type fuzzSubject struct {
@@ -50,6 +52,7 @@ func startQuotaWorld(f *testing.F) *quotaWorld {
 		}
 	}
 	w := &quotaWorld{edge: testkit.StartEdge(f, cfg)}
+	w.reconciler = reconciler(f, w.edge)
 	for i := range 3 {
 		tok := testkit.Token(f, iss.URL(), fmt.Sprintf("enterprise-fuzz%d", i))
 		s := &fuzzSubject{token: tok, direct: testkit.NewClients(be.URL, testkit.ConnectProto, tok),
@@ -182,7 +185,7 @@ func (w *quotaWorld) step(t *testing.T, ctx context.Context, op, arg byte) strin
 		if err != nil && !errors.As(err, new(*connect.Error)) {
 			t.Fatal(err)
 		}
-		if _, err := w.edge.App.Reconciler().Pass(ctx); err != nil {
+		if _, err := w.reconciler.Pass(ctx); err != nil {
 			t.Fatalf("reconcile: %v", err)
 		}
 		return "delete at the backend, then reconcile"

@@ -348,10 +348,6 @@ func (a *App) warmRedis() {
 	}
 }
 
-// Reconciler is the edge's reconciliation of environment quotas with the
-// backend; nil without upstream.admin_url.
-func (a *App) Reconciler() *limits.Reconciler { return a.reconciler }
-
 // Shutdown stops accepting calls and waits for open ones, streams
 // included, until ctx ends; the admin listener goes last so that probes see
 // the drain.
