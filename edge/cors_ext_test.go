@@ -176,7 +176,7 @@ func TestPreflightsAreBoundedPerAddressAndCORSReloads(t *testing.T) {
 	cfg.CORS.AllowedOrigins = []string{"https://b.example"}
 	cfg.CORS.PreflightLimit = config.PreflightLimit{} // off
 	writeConfig(t, s.path, cfg)
-	if err := s.edge.App.Reload(s.path); err != nil {
+	if err := s.edge.App.Reload(ctxT(t), s.path); err != nil {
 		t.Fatal(err)
 	}
 	if res := preflight(t, base, proc, "https://b.example"); res.StatusCode/100 != 2 || res.Header.Get("Access-Control-Allow-Origin") != "https://b.example" {

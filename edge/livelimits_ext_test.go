@@ -102,7 +102,7 @@ func TestALimitChangedByAReloadAppliesAtOnceToCustomersAtTheirLimit(t *testing.T
 	before := *s.edge.Config
 	policy(&before, false) // now with subject_plans
 	writeConfig(t, s.path, &before)
-	if err := s.edge.App.Reload(s.path); err != nil {
+	if err := s.edge.App.Reload(ctxT(t), s.path); err != nil {
 		t.Fatal(err)
 	}
 
@@ -160,7 +160,7 @@ func TestALimitChangedByAReloadAppliesAtOnceToCustomersAtTheirLimit(t *testing.T
 	after := *s.edge.Config
 	policy(&after, true)
 	writeConfig(t, s.path, &after)
-	if err := s.edge.App.Reload(s.path); err != nil {
+	if err := s.edge.App.Reload(ctxT(t), s.path); err != nil {
 		t.Fatal(err)
 	}
 	changed := time.Now()

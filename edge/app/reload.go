@@ -67,17 +67,15 @@ func newReloadMetrics(reg prometheus.Registerer) *reloadMetrics {
 // Only the Policy part applies. Other settings that differ from the ones
 // the edge started with (addresses, Redis, the issuer, timeouts) need a
 // restart: Reload logs a warning naming them and keeps the running values.
-func (a *App) Reload(path string) error {
-	_, err := a.reload(context.Background(), path)
-	return err
-}
-
-// reload is Reload; it also returns the hash of the content it read, so
-// that the watcher does not reload the same content again.
-func (a *App) reload(ctx context.Context, path string) ([]byte, error) {
+//
+// WatchConfig calls it on a signal and when the file's content changes.
+func (a *App) Reload(ctx context.Context, path string) error {
 	a.reloadMu.Lock()
 	defer a.reloadMu.Unlock()
 	data, err := readSettled(ctx, path)
+	if h := contentHash(data); h != nil {
+		a.lastRead = h
+	}
 	var cfg *config.Config
 	if err == nil {
 		cfg, err = config.LoadData(path, data)
@@ -86,10 +84,19 @@ func (a *App) reload(ctx context.Context, path string) ([]byte, error) {
 		a.reloads.reloads.WithLabelValues(reloadFailure).Inc()
 		a.reloads.lastOK.Set(0)
 		a.log.Error("config reload failed: keeping the running policy", "file", path, "err", err)
-		return contentHash(data), err
+		return err
 	}
 	a.apply(cfg)
-	return contentHash(data), nil
+	return nil
+}
+
+// changedSinceRead tells whether h, the hash of the file's content now,
+// differs from the content the last reload read (or WatchConfig found at
+// its start), so that the watcher does not reload the same content again.
+func (a *App) changedSinceRead(h []byte) bool {
+	a.reloadMu.Lock()
+	defer a.reloadMu.Unlock()
+	return !bytes.Equal(h, a.lastRead)
 }
 
 // How long a file must stay the same before a reload loads it, and how
@@ -182,6 +189,9 @@ func needRestart(running, next *config.Config) []string {
 // seen, and a touch without a change is not. It returns when ctx ends.
 func (a *App) WatchConfig(ctx context.Context, path string, interval time.Duration, reload <-chan os.Signal) {
 	last, _ := fileHash(path)
+	a.reloadMu.Lock()
+	a.lastRead = last
+	a.reloadMu.Unlock()
 	var tick <-chan time.Time
 	if interval > 0 {
 		t := time.NewTicker(interval)
@@ -195,21 +205,17 @@ func (a *App) WatchConfig(ctx context.Context, path string, interval time.Durati
 		case <-reload:
 			a.log.Info("config reload requested by signal", "file", path)
 			a.reloadCerts()
-			if h, _ := a.reload(ctx, path); h != nil {
-				last = h
-			}
+			_ = a.Reload(ctx, path) // logged and counted
 		case <-tick:
 			a.reloadCerts()
 			h, err := fileHash(path)
-			if err != nil || bytes.Equal(h, last) {
+			if err != nil || !a.changedSinceRead(h) {
 				// An unreadable file is reported by the reload that a
 				// signal or the next change asks for, not every tick.
 				continue
 			}
 			a.log.Info("config file changed: reloading", "file", path)
-			if h, _ := a.reload(ctx, path); h != nil {
-				last = h
-			}
+			_ = a.Reload(ctx, path) // logged and counted
 		}
 	}
 }
@@ -261,6 +267,7 @@ func contentHash(data []byte) []byte {
 // reloadState is the App's part in reloads.
 type reloadState struct {
 	reloadMu sync.Mutex
+	lastRead []byte // the hash of the content the last reload read; guarded by reloadMu
 	reloads  *reloadMetrics
 	limits   *limits.Step
 	cors     *cors.Step
