@@ -105,7 +105,7 @@ func TestOtherMethodsAre405AndUnknownPaths404(t *testing.T) {
 
 func TestTokenSignedAfterRotateKeyVerifiesAndJWKSListsBothKeys(t *testing.T) {
 	srv := startIssuer(t, devissuer.Config{})
-	iss := srv.Issuer()
+	iss := srv.Issuer
 	oldKID := iss.KeyID()
 	oldTok, err := devissuer.ClientCredentials(t.Context(), nil, srv.URL(), "svc-admin", devissuer.DevClientSecret)
 	if err != nil {
@@ -136,7 +136,7 @@ func TestTokenSignedAfterRotateKeyVerifiesAndJWKSListsBothKeys(t *testing.T) {
 
 func TestRetiredKeyLeavesJWKSAndItsTokensStopVerifying(t *testing.T) {
 	srv := startIssuer(t, devissuer.Config{})
-	iss := srv.Issuer()
+	iss := srv.Issuer
 	oldKID := iss.KeyID()
 	oldTok, err := iss.TokenFor("alice")
 	if err != nil {
@@ -167,13 +167,13 @@ func TestRetiredKeyLeavesJWKSAndItsTokensStopVerifying(t *testing.T) {
 
 func TestMintedTokenWithPastExpRejectedByGoOIDCAsExpired(t *testing.T) {
 	srv := startIssuer(t, devissuer.Config{})
-	c, err := srv.Issuer().ClaimsFor("bob")
+	c, err := srv.Issuer.ClaimsFor("bob")
 	if err != nil {
 		t.Fatal(err)
 	}
 	past := time.Now().Add(-time.Hour).Unix()
 	c["iat"], c["exp"] = past-600, past
-	tok, err := srv.Issuer().Mint(c)
+	tok, err := srv.Issuer.Mint(c)
 	if err != nil {
 		t.Fatalf("Mint: %v", err)
 	}
@@ -185,12 +185,12 @@ func TestMintedTokenWithPastExpRejectedByGoOIDCAsExpired(t *testing.T) {
 
 func TestMintedTokenForOtherAudienceRejected(t *testing.T) {
 	srv := startIssuer(t, devissuer.Config{})
-	c, err := srv.Issuer().ClaimsFor("service-account-svc-admin")
+	c, err := srv.Issuer.ClaimsFor("service-account-svc-admin")
 	if err != nil {
 		t.Fatal(err)
 	}
 	c["aud"] = []string{"someone-else"}
-	tok, err := srv.Issuer().Mint(c)
+	tok, err := srv.Issuer.Mint(c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +211,7 @@ func TestTokenForGivesTheClaimsOfTheTokenEndpoint(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			tok, err := srv.Issuer().TokenFor(tc.name)
+			tok, err := srv.Issuer.TokenFor(tc.name)
 			if err != nil {
 				t.Fatalf("TokenFor: %v", err)
 			}
@@ -223,7 +223,7 @@ func TestTokenForGivesTheClaimsOfTheTokenEndpoint(t *testing.T) {
 		})
 	}
 	for _, name := range []string{"mallory", "service-account-cli", "service-account-nobody"} {
-		if _, err := srv.Issuer().TokenFor(name); err == nil {
+		if _, err := srv.Issuer.TokenFor(name); err == nil {
 			t.Errorf("TokenFor(%q) succeeded, want an error", name)
 		}
 	}

@@ -11,7 +11,9 @@ import (
 
 // Server is an [Issuer] listening on its own socket.
 type Server struct {
-	issuer *Issuer
+	// Issuer is the issuer the server serves, for RotateKey, Mint and the
+	// like (as httptest.Server shows its parts).
+	Issuer *Issuer
 	srv    *http.Server
 	served chan error // receives Serve's result once
 }
@@ -33,7 +35,7 @@ func Start(addr string, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{
-		issuer: iss,
+		Issuer: iss,
 		srv: &http.Server{
 			Handler:           iss,
 			ReadHeaderTimeout: 5 * time.Second,
@@ -57,11 +59,8 @@ func dialable(a *net.TCPAddr) string {
 	return net.JoinHostPort(ip.String(), fmt.Sprint(a.Port))
 }
 
-// Issuer returns the issuer the server serves, for RotateKey, Mint and the like.
-func (s *Server) Issuer() *Issuer { return s.issuer }
-
 // URL returns the issuer URL, e.g. "http://127.0.0.1:8081/realms/dev".
-func (s *Server) URL() string { return s.issuer.URL() }
+func (s *Server) URL() string { return s.Issuer.URL() }
 
 // Close stops the server at once, closing open connections.
 func (s *Server) Close() error {

@@ -347,7 +347,7 @@ func TestConcurrentTokenRequestsWhileRotatingAllVerify(t *testing.T) {
 		})
 	}
 	for range rotations {
-		if _, err := srv.Issuer().RotateKey(); err != nil {
+		if _, err := srv.Issuer.RotateKey(); err != nil {
 			t.Errorf("RotateKey: %v", err)
 		}
 	}

@@ -285,11 +285,11 @@ func TestAuthenticationFailuresInEveryProtocol(t *testing.T) {
 	t.Parallel()
 	s, _ := startStack(t, orgsvc.Config{}, nil)
 	other := testkit.StartIssuer(t)
-	claims, err := other.Issuer().ClaimsFor("alice")
+	claims, err := other.Issuer.ClaimsFor("alice")
 	if err != nil {
 		t.Fatal(err)
 	}
-	foreign, _ := other.Issuer().Mint(claims)
+	foreign, _ := other.Issuer.Mint(claims)
 	cases := []struct{ name, token, reason string }{
 		{"Missing", "", "TOKEN_MISSING"},
 		{"Garbage", "garbage", "TOKEN_INVALID"},
@@ -317,9 +317,9 @@ func TestExpiredTokenRefusedAndRotatedKeyAcceptedWithoutRestart(t *testing.T) {
 	e := testkit.StartEdge(t, testkit.EdgeConfig(t, be.URL, iss.URL()))
 	ctx := ctxT(t)
 
-	claims, _ := iss.Issuer().ClaimsFor("alice")
+	claims, _ := iss.Issuer.ClaimsFor("alice")
 	claims["iat"], claims["exp"] = time.Now().Add(-time.Hour).Unix(), time.Now().Add(-5*time.Minute).Unix()
-	expired, _ := iss.Issuer().Mint(claims)
+	expired, _ := iss.Issuer.Mint(claims)
 	_, err := testkit.NewClients(e.URL, testkit.GRPC, expired).Org.ListOrganizations(ctx, req(&svcv1.ListOrganizationsRequest{}))
 	wantError(t, err, connect.CodeUnauthenticated, "TOKEN_EXPIRED", "edge")
 
@@ -327,7 +327,7 @@ func TestExpiredTokenRefusedAndRotatedKeyAcceptedWithoutRestart(t *testing.T) {
 	if _, err := testkit.NewClients(e.URL, testkit.GRPC, before).Org.ListOrganizations(ctx, req(&svcv1.ListOrganizationsRequest{})); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := iss.Issuer().RotateKey(); err != nil {
+	if _, err := iss.Issuer.RotateKey(); err != nil {
 		t.Fatal(err)
 	}
 	after := testkit.Token(t, iss.URL(), "alice")

@@ -47,12 +47,12 @@ func startStackWithIssuer(t *testing.T, icfg devissuer.Config, change func(*conf
 // mintFor signs a token for username with the issuer's key, changed by change.
 func mintFor(t *testing.T, iss *devissuer.Server, username string, change func(map[string]any)) string {
 	t.Helper()
-	c, err := iss.Issuer().ClaimsFor(username)
+	c, err := iss.Issuer.ClaimsFor(username)
 	if err != nil {
 		t.Fatal(err)
 	}
 	change(c)
-	tok, err := iss.Issuer().Mint(c)
+	tok, err := iss.Issuer.Mint(c)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -89,13 +89,13 @@ func TestServiceAccountAndPersonClaimsBecomePrincipals(t *testing.T) {
 
 func TestRoleClaimsAreConfigurableAndUnverifiedEmailIsIgnored(t *testing.T) {
 	iss := start(t)
-	claims, err := iss.Issuer().ClaimsFor("alice")
+	claims, err := iss.Issuer.ClaimsFor("alice")
 	if err != nil {
 		t.Fatal(err)
 	}
 	claims["email_verified"] = false
 	claims["groups"] = "svc-admin team-a"
-	tok, err := iss.Issuer().Mint(claims)
+	tok, err := iss.Issuer.Mint(claims)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func TestRoleClaimsAreConfigurableAndUnverifiedEmailIsIgnored(t *testing.T) {
 // svc-admin; by default only realm roles and the API's own client roles count.
 func TestClientRolesCountOnlyFromTheAPIsOwnClient(t *testing.T) {
 	iss := start(t)
-	claims, err := iss.Issuer().ClaimsFor("alice")
+	claims, err := iss.Issuer.ClaimsFor("alice")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func TestClientRolesCountOnlyFromTheAPIsOwnClient(t *testing.T) {
 		"team-tool": map[string]any{"roles": []any{"svc-admin"}},
 		"api":       map[string]any{"roles": []any{"svc-env-manager"}},
 	}
-	tok, err := iss.Issuer().Mint(claims)
+	tok, err := iss.Issuer.Mint(claims)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,9 +166,9 @@ func TestAudienceIsRequiredUnlessExplicitlyWaived(t *testing.T) {
 		t.Fatal("audience with AllowAnyAudience accepted")
 	}
 	iss := start(t)
-	c, _ := iss.Issuer().ClaimsFor("alice")
+	c, _ := iss.Issuer.ClaimsFor("alice")
 	c["aud"] = []string{"billing"}
-	tok, _ := iss.Issuer().Mint(c)
+	tok, _ := iss.Issuer.Mint(c)
 	if _, err := verifier(t, identity.Config{IssuerURL: iss.URL(), AllowAnyAudience: true}).Verify(ctx(t), tok); err != nil {
 		t.Fatalf("any audience: %v", err)
 	}
@@ -181,26 +181,26 @@ func TestBadTokensAreRefusedWithAReason(t *testing.T) {
 	other := start(t)
 	v := verifier(t, identity.Config{IssuerURL: iss.URL(), Audience: "api", ClockSkew: 10 * time.Second})
 	mint := func(change func(map[string]any)) string {
-		c, err := iss.Issuer().ClaimsFor("alice")
+		c, err := iss.Issuer.ClaimsFor("alice")
 		if err != nil {
 			t.Fatal(err)
 		}
 		change(c)
-		tok, err := iss.Issuer().Mint(c)
+		tok, err := iss.Issuer.Mint(c)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return tok
 	}
 	mintTyped := func(typ string) string {
-		c, _ := iss.Issuer().ClaimsFor("alice")
-		tok, err := iss.Issuer().MintTyped(typ, c)
+		c, _ := iss.Issuer.ClaimsFor("alice")
+		tok, err := iss.Issuer.MintTyped(typ, c)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return tok
 	}
-	foreign, err := other.Issuer().TokenFor("alice")
+	foreign, err := other.Issuer.TokenFor("alice")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +208,7 @@ func TestBadTokensAreRefusedWithAReason(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, _ := iss.Issuer().ClaimsFor("alice")
+	c, _ := iss.Issuer.ClaimsFor("alice")
 	symmetric, err := jwt.Signed(hmac).Claims(c).Serialize()
 	if err != nil {
 		t.Fatal(err)
@@ -253,8 +253,8 @@ func TestBadTokensAreRefusedWithAReason(t *testing.T) {
 	})
 	t.Run("AccessTokenTypesAreAccepted", func(t *testing.T) {
 		for _, typ := range []string{"at+jwt", "application/at+jwt", "JWT"} {
-			c, _ := iss.Issuer().ClaimsFor("alice")
-			tok, err := iss.Issuer().MintTyped(typ, c)
+			c, _ := iss.Issuer.ClaimsFor("alice")
+			tok, err := iss.Issuer.MintTyped(typ, c)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -276,16 +276,16 @@ func TestRotatedKeyIsAcceptedWithoutRestartWithinTheRefetchInterval(t *testing.T
 	iss := start(t)
 	clock := testenv.NewClock(time.Now())
 	v := verifier(t, identity.Config{IssuerURL: iss.URL(), Audience: "api", KeyRefetchInterval: 10 * time.Second, Now: clock.Now})
-	before, _ := iss.Issuer().TokenFor("alice")
+	before, _ := iss.Issuer.TokenFor("alice")
 	if _, err := v.Verify(ctx(t), before); err != nil {
 		t.Fatal(err)
 	}
 	rotate := func() string {
 		t.Helper()
-		if _, err := iss.Issuer().RotateKey(); err != nil {
+		if _, err := iss.Issuer.RotateKey(); err != nil {
 			t.Fatal(err)
 		}
-		tok, _ := iss.Issuer().TokenFor("alice")
+		tok, _ := iss.Issuer.TokenFor("alice")
 		return tok
 	}
 	clock.Add(time.Second)
@@ -316,7 +316,7 @@ func TestRotatedKeyIsAcceptedWithoutRestartWithinTheRefetchInterval(t *testing.T
 func TestForgedTokensDoNotFetchKeysAgain(t *testing.T) {
 	iss := start(t)
 	v := verifier(t, identity.Config{IssuerURL: iss.URL(), Audience: "api", KeyRefetchInterval: time.Hour})
-	good, _ := iss.Issuer().TokenFor("alice")
+	good, _ := iss.Issuer.TokenFor("alice")
 	if _, err := v.Verify(ctx(t), good); err != nil {
 		t.Fatal(err)
 	}
@@ -325,7 +325,7 @@ func TestForgedTokensDoNotFetchKeysAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 100 {
-		kid := iss.Issuer().KeyID() // the issuer's own key id
+		kid := iss.Issuer.KeyID() // the issuer's own key id
 		switch i % 3 {
 		case 1:
 			kid = fmt.Sprintf("forged-%d", i)
@@ -336,7 +336,7 @@ func TestForgedTokensDoNotFetchKeysAgain(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c, _ := iss.Issuer().ClaimsFor("service-account-svc-admin")
+		c, _ := iss.Issuer.ClaimsFor("service-account-svc-admin")
 		tok, err := jwt.Signed(signer).Claims(c).Serialize()
 		if err != nil {
 			t.Fatal(err)
@@ -376,7 +376,7 @@ func TestBearerHeaderIsParsedStrictly(t *testing.T) {
 func TestIssuerDownIsUnavailableNotUnauthenticated(t *testing.T) {
 	iss := start(t)
 	url := iss.URL()
-	tok, _ := iss.Issuer().TokenFor("alice")
+	tok, _ := iss.Issuer.TokenFor("alice")
 	if err := iss.Close(); err != nil {
 		t.Fatal(err)
 	}

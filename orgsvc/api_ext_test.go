@@ -445,16 +445,16 @@ func TestUnauthenticatedCallersAreToldWhy(t *testing.T) {
 	iss := testkit.StartIssuer(t)
 	other := testkit.StartIssuer(t) // a different signing key, a different issuer
 	be := testkit.StartBackend(t, testkit.SQLite, iss.URL(), orgsvc.Config{})
-	claims, err := iss.Issuer().ClaimsFor("alice")
+	claims, err := iss.Issuer.ClaimsFor("alice")
 	if err != nil {
 		t.Fatal(err)
 	}
 	claims["iat"], claims["exp"] = time.Now().Add(-time.Hour).Unix(), time.Now().Add(-10*time.Minute).Unix()
-	expired, err := iss.Issuer().Mint(claims)
+	expired, err := iss.Issuer.Mint(claims)
 	if err != nil {
 		t.Fatal(err)
 	}
-	foreign, err := other.Issuer().TokenFor("alice")
+	foreign, err := other.Issuer.TokenFor("alice")
 	if err != nil {
 		t.Fatal(err)
 	}

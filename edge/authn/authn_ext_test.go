@@ -34,7 +34,7 @@ func bearer(tok string) http.Header { return http.Header{"Authorization": {"Bear
 
 func TestSecondCallWithSameTokenVerifiesNoSignature(t *testing.T) {
 	iss, a := setup(t)
-	tok, _ := iss.Issuer().TokenFor("alice")
+	tok, _ := iss.Issuer.TokenFor("alice")
 	for range 5 {
 		p, err := a.Authenticate(context.Background(), bearer(tok))
 		if err != nil || p.Username != "alice" {
@@ -61,7 +61,7 @@ func TestCachedTokenIsRefusedOnceExpired(t *testing.T) {
 	}
 	a := authn.New(v, authn.Options{CacheSize: 100, ClockSkew: 30 * time.Second})
 	a.SetClock(clock)
-	tok, _ := iss.Issuer().TokenFor("bob") // lives 10 minutes
+	tok, _ := iss.Issuer.TokenFor("bob") // lives 10 minutes
 	if _, err := a.Authenticate(context.Background(), bearer(tok)); err != nil {
 		t.Fatal(err)
 	}
@@ -104,9 +104,9 @@ func TestRefusedTokenIsRememberedButARetryableRefusalIsNot(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := authn.New(v, authn.Options{CacheSize: 100, ClockSkew: 30 * time.Second, RefusedCache: 10})
-	claims, _ := iss.Issuer().ClaimsFor("alice")
+	claims, _ := iss.Issuer.ClaimsFor("alice")
 	claims["aud"] = []string{"billing"}
-	wrongAudience, _ := iss.Issuer().Mint(claims)
+	wrongAudience, _ := iss.Issuer.Mint(claims)
 	for range 3 {
 		if _, err := a.Authenticate(context.Background(), bearer(wrongAudience)); err == nil {
 			t.Fatal("token for another audience accepted")
@@ -117,17 +117,17 @@ func TestRefusedTokenIsRememberedButARetryableRefusalIsNot(t *testing.T) {
 	}
 	// A key rotated after the last fetch for an unknown key: refused while
 	// the keys may not be fetched again, but not remembered.
-	if _, err := iss.Issuer().RotateKey(); err != nil {
+	if _, err := iss.Issuer.RotateKey(); err != nil {
 		t.Fatal(err)
 	}
-	first, _ := iss.Issuer().TokenFor("alice")
+	first, _ := iss.Issuer.TokenFor("alice")
 	if _, err := a.Authenticate(context.Background(), bearer(first)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := iss.Issuer().RotateKey(); err != nil {
+	if _, err := iss.Issuer.RotateKey(); err != nil {
 		t.Fatal(err)
 	}
-	newKey, _ := iss.Issuer().TokenFor("alice")
+	newKey, _ := iss.Issuer.TokenFor("alice")
 	_, err = a.Authenticate(context.Background(), bearer(newKey))
 	if ie := (*identity.Error)(nil); !errors.As(err, &ie) || !ie.Retryable {
 		t.Fatalf("got %v, want a retryable refusal", err)
@@ -157,7 +157,7 @@ func TestFailureLimitRefusesNewTokensButNotCachedOnes(t *testing.T) {
 		r.Header = bearer(tok)
 		return r
 	}
-	good, _ := iss.Issuer().TokenFor("bob")
+	good, _ := iss.Issuer.TokenFor("bob")
 	if _, err := a.AuthenticateRequest(context.Background(), request("192.0.2.1:1000", good)); err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +166,7 @@ func TestFailureLimitRefusesNewTokensButNotCachedOnes(t *testing.T) {
 			t.Fatal("garbage accepted")
 		}
 	}
-	fresh, _ := iss.Issuer().TokenFor("carol")
+	fresh, _ := iss.Issuer.TokenFor("carol")
 	_, err = a.AuthenticateRequest(context.Background(), request("192.0.2.1:1002", fresh))
 	fl, ok := errors.AsType[*authn.FailureLimitError](err)
 	if !ok || fl.RetryAfter <= 0 || fl.RetryAfter > time.Second {

@@ -9,7 +9,7 @@ import (
 // signature verified.
 func BenchmarkCachedToken(b *testing.B) {
 	iss, a := setup(b)
-	tok, _ := iss.Issuer().TokenFor("alice")
+	tok, _ := iss.Issuer.TokenFor("alice")
 	h := bearer(tok)
 	if _, err := a.Authenticate(context.Background(), h); err != nil {
 		b.Fatal(err)
@@ -25,7 +25,7 @@ func BenchmarkCachedToken(b *testing.B) {
 // BenchmarkVerifySignature is a cache miss: the RS256 verification the cache saves.
 func BenchmarkVerifySignature(b *testing.B) {
 	iss, a := setup(b)
-	tok, _ := iss.Issuer().TokenFor("alice")
+	tok, _ := iss.Issuer.TokenFor("alice")
 	h := bearer(tok)
 	b.ReportAllocs()
 	for b.Loop() {
