@@ -12,6 +12,7 @@ import (
 	"github.com/coreos/go-oidc/v3/oidc"
 
 	"github.com/orgedge/edge/devissuer"
+	"github.com/orgedge/edge/internal/testkit"
 )
 
 func TestDiscoveryAdvertisesKeycloakEndpoints(t *testing.T) {
@@ -107,7 +108,7 @@ func TestTokenSignedAfterRotateKeyVerifiesAndJWKSListsBothKeys(t *testing.T) {
 	srv := startIssuer(t, devissuer.Config{})
 	iss := srv.Issuer
 	oldKID := iss.KeyID()
-	oldTok, err := devissuer.ClientCredentials(t.Context(), nil, srv.URL(), "svc-admin", devissuer.DevClientSecret)
+	oldTok, err := testkit.ClientCredentials(t.Context(), nil, srv.URL(), "svc-admin", devissuer.DevClientSecret)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +120,7 @@ func TestTokenSignedAfterRotateKeyVerifiesAndJWKSListsBothKeys(t *testing.T) {
 	if newKID == oldKID || iss.KeyID() != newKID {
 		t.Fatalf("after RotateKey: kid %q, KeyID() %q, old %q; want a new kid that signs", newKID, iss.KeyID(), oldKID)
 	}
-	newTok, err := devissuer.ClientCredentials(t.Context(), nil, srv.URL(), "svc-admin", devissuer.DevClientSecret)
+	newTok, err := testkit.ClientCredentials(t.Context(), nil, srv.URL(), "svc-admin", devissuer.DevClientSecret)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,14 +235,14 @@ func TestSubjectStableAcrossIssuerInstancesAndDistinctPerSubject(t *testing.T) {
 		t.Helper()
 		out := map[string]string{}
 		for _, u := range []struct{ name, password string }{{"alice", "alice"}, {"bob", "bob"}, {"pro-1", "dev"}} {
-			tok, err := devissuer.Password(t.Context(), nil, srv.URL(), "cli", u.name, u.password)
+			tok, err := testkit.Password(t.Context(), nil, srv.URL(), "cli", u.name, u.password)
 			if err != nil {
 				t.Fatalf("Password(%s): %v", u.name, err)
 			}
 			out[u.name] = mustVerify(t, srv.URL(), "api", tok).Sub
 		}
 		for _, id := range []string{"svc-admin", "svc-viewer"} {
-			tok, err := devissuer.ClientCredentials(t.Context(), nil, srv.URL(), id, devissuer.DevClientSecret)
+			tok, err := testkit.ClientCredentials(t.Context(), nil, srv.URL(), id, devissuer.DevClientSecret)
 			if err != nil {
 				t.Fatalf("ClientCredentials(%s): %v", id, err)
 			}
@@ -325,7 +326,7 @@ func TestDefaultConfigServesTheSameFixturesAsZeroConfig(t *testing.T) {
 		t.Errorf("clients %q, want %q", ids, want)
 	}
 	srv := startIssuer(t, cfg)
-	if _, err := devissuer.Password(t.Context(), nil, srv.URL(), "cli", "carol", "carol"); err != nil {
+	if _, err := testkit.Password(t.Context(), nil, srv.URL(), "cli", "carol", "carol"); err != nil {
 		t.Errorf("carol through DefaultConfig: %v", err)
 	}
 }

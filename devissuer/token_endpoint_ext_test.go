@@ -13,13 +13,14 @@ import (
 	"github.com/coreos/go-oidc/v3/oidc"
 
 	"github.com/orgedge/edge/devissuer"
+	"github.com/orgedge/edge/internal/testkit"
 )
 
 func TestServiceAccountTokenVerifiesWithGoOIDCAndCarriesItsRole(t *testing.T) {
 	srv := startIssuer(t, devissuer.Config{})
 	for _, client := range []string{"svc-admin", "svc-env-manager", "svc-viewer"} {
 		t.Run(client, func(t *testing.T) {
-			tok, err := devissuer.ClientCredentials(t.Context(), nil, srv.URL(), client, devissuer.DevClientSecret)
+			tok, err := testkit.ClientCredentials(t.Context(), nil, srv.URL(), client, devissuer.DevClientSecret)
 			if err != nil {
 				t.Fatalf("ClientCredentials: %v", err)
 			}
@@ -76,7 +77,7 @@ func TestPasswordGrantTokenCarriesEmailNameAndPlan(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.username, func(t *testing.T) {
-			tok, err := devissuer.Password(t.Context(), nil, srv.URL(), devissuer.DevPublicClient, tc.username, tc.password)
+			tok, err := testkit.Password(t.Context(), nil, srv.URL(), devissuer.DevPublicClient, tc.username, tc.password)
 			if err != nil {
 				t.Fatalf("Password: %v", err)
 			}
@@ -236,20 +237,20 @@ func TestFetchTokenErrorCarriesStatusAndKeycloakCode(t *testing.T) {
 		wantDescription string
 	}{
 		{"wrong secret", func() (string, error) {
-			return devissuer.ClientCredentials(t.Context(), nil, srv.URL(), "svc-admin", "wrong")
+			return testkit.ClientCredentials(t.Context(), nil, srv.URL(), "svc-admin", "wrong")
 		}, 401, "unauthorized_client", "Invalid client or Invalid client credentials"},
 		{"wrong password", func() (string, error) {
-			return devissuer.Password(t.Context(), nil, srv.URL(), "cli", "alice", "wrong")
+			return testkit.Password(t.Context(), nil, srv.URL(), "cli", "alice", "wrong")
 		}, 401, "invalid_grant", "Invalid user credentials"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			tok, err := tc.fetch()
-			tokErr, ok := errors.AsType[*devissuer.TokenError](err)
+			tokErr, ok := errors.AsType[*testkit.TokenError](err)
 			if !ok {
 				t.Fatalf("got token %q, error %v; want a *TokenError", tok, err)
 			}
-			want := devissuer.TokenError{Status: tc.wantStatus, Code: tc.wantCode, Description: tc.wantDescription}
+			want := testkit.TokenError{Status: tc.wantStatus, Code: tc.wantCode, Description: tc.wantDescription}
 			if *tokErr != want {
 				t.Errorf("TokenError = %+v, want %+v", *tokErr, want)
 			}
@@ -274,8 +275,8 @@ func TestGeneratedPlanUserRefused(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := startIssuer(t, tc.cfg)
-			_, err := devissuer.Password(t.Context(), nil, srv.URL(), "cli", tc.username, tc.password)
-			tokErr, ok := errors.AsType[*devissuer.TokenError](err)
+			_, err := testkit.Password(t.Context(), nil, srv.URL(), "cli", tc.username, tc.password)
+			tokErr, ok := errors.AsType[*testkit.TokenError](err)
 			if !ok || tokErr.Status != 401 || tokErr.Code != "invalid_grant" {
 				t.Errorf("error %v, want 401 invalid_grant", err)
 			}
@@ -294,7 +295,7 @@ func TestCustomRealmAudienceAndTTLShowInTokens(t *testing.T) {
 	if !strings.HasSuffix(srv.URL(), "/realms/test") {
 		t.Errorf("URL() = %q, want it to end in /realms/test", srv.URL())
 	}
-	tok, err := devissuer.ClientCredentials(t.Context(), nil, srv.URL(), "robot", "s3cret")
+	tok, err := testkit.ClientCredentials(t.Context(), nil, srv.URL(), "robot", "s3cret")
 	if err != nil {
 		t.Fatalf("ClientCredentials: %v", err)
 	}
@@ -311,12 +312,12 @@ func TestCustomRealmAudienceAndTTLShowInTokens(t *testing.T) {
 
 	// Without a public client, no one may use the password grant; without the
 	// fixtures, alice is unknown.
-	_, err = devissuer.Password(t.Context(), nil, srv.URL(), "cli", "alice", "alice")
-	if tokErr, ok := errors.AsType[*devissuer.TokenError](err); !ok || tokErr.Code != "unauthorized_client" {
+	_, err = testkit.Password(t.Context(), nil, srv.URL(), "cli", "alice", "alice")
+	if tokErr, ok := errors.AsType[*testkit.TokenError](err); !ok || tokErr.Code != "unauthorized_client" {
 		t.Errorf("password grant through unknown cli: %v, want unauthorized_client", err)
 	}
-	_, err = devissuer.Password(t.Context(), nil, srv.URL(), "robot", "dave", "pw")
-	if tokErr, ok := errors.AsType[*devissuer.TokenError](err); !ok || tokErr.Status != 401 {
+	_, err = testkit.Password(t.Context(), nil, srv.URL(), "robot", "dave", "pw")
+	if tokErr, ok := errors.AsType[*testkit.TokenError](err); !ok || tokErr.Status != 401 {
 		// robot is confidential and the secret is missing: client authentication fails first.
 		t.Errorf("password grant through robot without secret: %v, want 401", err)
 	}
@@ -334,9 +335,9 @@ func TestConcurrentTokenRequestsWhileRotatingAllVerify(t *testing.T) {
 				var tok string
 				var err error
 				if w%2 == 0 {
-					tok, err = devissuer.ClientCredentials(t.Context(), nil, srv.URL(), "svc-admin", devissuer.DevClientSecret)
+					tok, err = testkit.ClientCredentials(t.Context(), nil, srv.URL(), "svc-admin", devissuer.DevClientSecret)
 				} else {
-					tok, err = devissuer.Password(t.Context(), nil, srv.URL(), "cli", "bob", "bob")
+					tok, err = testkit.Password(t.Context(), nil, srv.URL(), "cli", "bob", "bob")
 				}
 				if err != nil {
 					t.Errorf("token request: %v", err)
@@ -366,7 +367,7 @@ func TestConcurrentTokenRequestsWhileRotatingAllVerify(t *testing.T) {
 // with the access token: typ ID, aud the client, bound by at_hash.
 func TestIDTokenComesWithTheAccessTokenAsKeycloakSendsIt(t *testing.T) {
 	srv := startIssuer(t, devissuer.Config{})
-	toks, err := devissuer.FetchTokens(t.Context(), nil, srv.URL(), url.Values{
+	toks, err := testkit.FetchTokens(t.Context(), nil, srv.URL(), url.Values{
 		"grant_type": {"password"}, "client_id": {devissuer.DevPublicClient}, "username": {"carol"}, "password": {"carol"},
 	})
 	if err != nil {

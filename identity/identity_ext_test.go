@@ -59,7 +59,7 @@ func TestServiceAccountAndPersonClaimsBecomePrincipals(t *testing.T) {
 	v := verifier(t, identity.Config{IssuerURL: iss.URL(), Audience: "api"})
 	hc := &http.Client{Timeout: 5 * time.Second}
 
-	tok, err := devissuer.ClientCredentials(ctx(t), hc, iss.URL(), "svc-env-manager", "dev-secret")
+	tok, err := testkit.ClientCredentials(ctx(t), hc, iss.URL(), "svc-env-manager", "dev-secret")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func TestServiceAccountAndPersonClaimsBecomePrincipals(t *testing.T) {
 		t.Fatalf("service account principal %+v", p)
 	}
 
-	tok, err = devissuer.Password(ctx(t), hc, iss.URL(), "cli", "bob", "bob")
+	tok, err = testkit.Password(ctx(t), hc, iss.URL(), "cli", "bob", "bob")
 	if err != nil {
 		t.Fatal(err)
 	}

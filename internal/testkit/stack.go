@@ -96,11 +96,11 @@ func Token(t testing.TB, issuerURL, who string) string {
 	)
 	switch {
 	case strings.HasPrefix(who, "svc-"):
-		tok, err = devissuer.ClientCredentials(ctx, HTTP1Client, issuerURL, who, "dev-secret")
+		tok, err = ClientCredentials(ctx, HTTP1Client, issuerURL, who, "dev-secret")
 	case strings.Contains(who, "-"):
-		tok, err = devissuer.Password(ctx, HTTP1Client, issuerURL, "cli", who, "dev")
+		tok, err = Password(ctx, HTTP1Client, issuerURL, "cli", who, "dev")
 	default:
-		tok, err = devissuer.Password(ctx, HTTP1Client, issuerURL, "cli", who, who)
+		tok, err = Password(ctx, HTTP1Client, issuerURL, "cli", who, who)
 	}
 	if err != nil {
 		t.Fatalf("token for %s: %v", who, err)

@@ -1,4 +1,7 @@
-package devissuer
+package testkit
+
+// A client of a token endpoint, for tests that log in to the development
+// issuer (or any Keycloak-style one) the way a client does.
 
 import (
 	"context"
@@ -20,9 +23,9 @@ type TokenError struct {
 
 func (e *TokenError) Error() string {
 	if e.Code == "" {
-		return fmt.Sprintf("devissuer: token endpoint: HTTP %d", e.Status)
+		return fmt.Sprintf("testkit: token endpoint: HTTP %d", e.Status)
 	}
-	return fmt.Sprintf("devissuer: token endpoint: HTTP %d %s: %s", e.Status, e.Code, e.Description)
+	return fmt.Sprintf("testkit: token endpoint: HTTP %d %s: %s", e.Status, e.Code, e.Description)
 }
 
 // maxTokenResponse bounds what FetchToken reads of an answer.
@@ -49,21 +52,21 @@ func FetchTokens(ctx context.Context, hc *http.Client, issuerURL string, form ur
 	if hc == nil {
 		hc = http.DefaultClient
 	}
-	endpoint := strings.TrimSuffix(issuerURL, "/") + tokenPath
+	endpoint := strings.TrimSuffix(issuerURL, "/") + "/protocol/openid-connect/token"
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, strings.NewReader(form.Encode()))
 	if err != nil {
-		return Tokens{}, fmt.Errorf("devissuer: token request: %w", err)
+		return Tokens{}, fmt.Errorf("testkit: token request: %w", err)
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Accept", "application/json")
 	resp, err := hc.Do(req)
 	if err != nil {
-		return Tokens{}, fmt.Errorf("devissuer: token request: %w", err)
+		return Tokens{}, fmt.Errorf("testkit: token request: %w", err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxTokenResponse))
 	if err != nil {
-		return Tokens{}, fmt.Errorf("devissuer: read token response: %w", err)
+		return Tokens{}, fmt.Errorf("testkit: read token response: %w", err)
 	}
 
 	if resp.StatusCode != http.StatusOK {
@@ -79,10 +82,10 @@ func FetchTokens(ctx context.Context, hc *http.Client, issuerURL string, form ur
 		IDToken     string `json:"id_token"`
 	}
 	if err := json.Unmarshal(body, &ok); err != nil {
-		return Tokens{}, fmt.Errorf("devissuer: decode token response: %w", err)
+		return Tokens{}, fmt.Errorf("testkit: decode token response: %w", err)
 	}
 	if ok.AccessToken == "" {
-		return Tokens{}, fmt.Errorf("devissuer: token response without access_token")
+		return Tokens{}, fmt.Errorf("testkit: token response without access_token")
 	}
 	return Tokens{AccessToken: ok.AccessToken, IDToken: ok.IDToken}, nil
 }
@@ -91,7 +94,7 @@ func FetchTokens(ctx context.Context, hc *http.Client, issuerURL string, form ur
 // account, the secret sent in the form (client_secret_post).
 func ClientCredentials(ctx context.Context, hc *http.Client, issuerURL, clientID, secret string) (string, error) {
 	return FetchToken(ctx, hc, issuerURL, url.Values{
-		"grant_type":    {grantClientCredentials},
+		"grant_type":    {"client_credentials"},
 		"client_id":     {clientID},
 		"client_secret": {secret},
 	})
@@ -101,7 +104,7 @@ func ClientCredentials(ctx context.Context, hc *http.Client, issuerURL, clientID
 // password grant.
 func Password(ctx context.Context, hc *http.Client, issuerURL, clientID, username, password string) (string, error) {
 	return FetchToken(ctx, hc, issuerURL, url.Values{
-		"grant_type": {grantPassword},
+		"grant_type": {"password"},
 		"client_id":  {clientID},
 		"username":   {username},
 		"password":   {password},
