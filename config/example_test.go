@@ -6,29 +6,33 @@ import (
 	"github.com/orgedge/edge/config"
 )
 
-func ExampleParse() {
-	c, err := config.Parse([]byte(`
+func ExampleLoadData() {
+	env := map[string]string{"EDGE_REDIS_ADDR": "redis.internal:6379"}
+	c, err := config.LoadData("edge.yaml", []byte(`
 upstream:
   url: http://127.0.0.1:8082
+oidc:
+  issuer_url: https://id.example.com/realms/prod
+  audience: orgedge-api
 requests:
   max_body_bytes: 1MiB
-`))
+`), func(name string) string { return env[name] })
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	// Fields the YAML omits keep their defaults.
-	fmt.Println(c.Upstream.URL, c.Requests.MaxBodyBytes, c.Requests.MaxUnaryTimeout, c.Listen.Addr)
-	// Output: http://127.0.0.1:8082 1MiB 30s 127.0.0.1:8080
+	// Fields the YAML omits keep their defaults; the variable sets its field.
+	fmt.Println(c.Upstream.URL, c.Requests.MaxBodyBytes, c.Requests.MaxUnaryTimeout, c.Listen.Addr, c.Redis.Addr)
+	// Output: http://127.0.0.1:8082 1MiB 30s 127.0.0.1:8080 redis.internal:6379
 }
 
-func ExampleParse_unknownField() {
-	_, err := config.Parse([]byte(`
+func ExampleLoadData_unknownField() {
+	_, err := config.LoadData("edge.yaml", []byte(`
 upstream:
   adress: http://127.0.0.1:8082
-`))
+`), func(string) string { return "" })
 	fmt.Println(err)
-	// Output: line 3: upstream.adress: unknown field; expected one of url, urls, dial_timeout, admin_url, resolve_interval, max_connection_age, eject_for, health_check
+	// Output: config edge.yaml: line 3: upstream.adress: unknown field; expected one of url, urls, dial_timeout, admin_url, resolve_interval, max_connection_age, eject_for, health_check
 }
 
 func ExampleConfig_Validate() {

@@ -37,17 +37,18 @@ func Load(path string) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	return LoadData(path, data)
+	return LoadData(path, data, os.Getenv)
 }
 
 // LoadData is Load of data, the content of the file named name (for
-// messages): a caller that reads the file itself, as a reload that waits
-// for the file to stop changing does, validates exactly what it read.
+// messages), with the environment overrides getenv gives (os.Getenv in
+// Load): a caller that reads the file itself, as a reload that waits for
+// the file to stop changing does, validates exactly what it read.
 //
 // A file that holds no configuration (empty, blank, comments or a null
 // document alone) is refused: a file cut short while it is written reads
 // like that, and would otherwise validate as the defaults.
-func LoadData(name string, data []byte) (*Config, error) {
+func LoadData(name string, data []byte, getenv func(string) string) (*Config, error) {
 	c, lines, err := parse(data)
 	if err != nil {
 		return nil, fmt.Errorf("config %s: %w", name, err)
@@ -55,20 +56,11 @@ func LoadData(name string, data []byte) (*Config, error) {
 	if lines.empty {
 		return nil, fmt.Errorf("config %s: holds no configuration (an empty file is refused: a file being written can read empty)", name)
 	}
-	c.ApplyEnv(os.Getenv)
+	c.ApplyEnv(getenv)
 	if err := c.Validate(); err != nil {
-		return nil, fmt.Errorf("config %s: %w", name, locate(err, lines, envSources(os.Getenv)))
+		return nil, fmt.Errorf("config %s: %w", name, locate(err, lines, envSources(getenv)))
 	}
 	return c, nil
-}
-
-// Parse decodes YAML onto Default, without environment overrides and
-// without validation; Load is Parse, ApplyEnv and Validate. Unknown fields,
-// malformed values and a second YAML document are errors. Empty data
-// yields Default.
-func Parse(data []byte) (*Config, error) {
-	c, _, err := parse(data)
-	return c, err
 }
 
 // ReadFile reads a configuration file, at most 1 MiB of it: a larger file
@@ -89,6 +81,9 @@ func ReadFile(path string) ([]byte, error) {
 	return data, nil
 }
 
+// parse decodes YAML onto Default, without environment overrides and
+// without validation. Unknown fields, malformed values and a second YAML
+// document are errors. Empty data yields Default.
 func parse(data []byte) (*Config, *lineIndex, error) {
 	c := Default()
 	idx := &lineIndex{path: map[string]int{}, line: map[int]string{}}

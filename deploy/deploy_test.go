@@ -309,12 +309,8 @@ func TestComposeEdgeConfigurationIsValid(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg, err := config.Parse(data)
+		cfg, err := config.LoadData(args[i+1], data, env(s))
 		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		cfg.ApplyEnv(env(s))
-		if err := cfg.Validate(); err != nil {
 			t.Fatalf("%s: configuration: %v", name, err)
 		}
 
@@ -1107,10 +1103,6 @@ func TestKubernetesManifestsAreConsistent(t *testing.T) {
 	// The configuration: the generated ConfigMap's file with the
 	// Deployment's variables, through the edge's own loader and validation.
 	cmName, file := generatedConfigMap(t, "edge-config", "edge.yaml")
-	cfg, err := config.Parse([]byte(file))
-	if err != nil {
-		t.Fatalf("ConfigMap/edge-config edge.yaml: %v", err)
-	}
 	vars := map[string]string{}
 	for _, e := range c.Env {
 		switch {
@@ -1120,8 +1112,8 @@ func TestKubernetesManifestsAreConsistent(t *testing.T) {
 			vars[e.Name] = e.Value
 		}
 	}
-	cfg.ApplyEnv(func(n string) string { return vars[n] })
-	if err := cfg.Validate(); err != nil {
+	cfg, err := config.LoadData("ConfigMap/"+cmName+" edge.yaml", []byte(file), func(n string) string { return vars[n] })
+	if err != nil {
 		t.Fatalf("the edge's configuration on Kubernetes: %v", err)
 	}
 	if i := slices.Index(c.Args, "-config"); i < 0 || i+1 >= len(c.Args) || filepath.Dir(c.Args[i+1]) != mountPath(t, dep, "config") ||

@@ -144,16 +144,17 @@ func TestEdgeImageListensEverywhereFromItsFileAndSetsNoAddressVariables(t *testi
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := config.Parse(file)
+	// What an operator of the image sets: the two URLs, the audience and
+	// the Redis address.
+	vars := map[string]string{
+		"EDGE_UPSTREAM_URL": "http://orgsvc:8082", "EDGE_OIDC_ISSUER_URL": "https://id.example.com/realms/x",
+		"EDGE_OIDC_AUDIENCE": "api", "EDGE_REDIS_ADDR": "redis:6379",
+	}
+	cfg, err := config.LoadData("edge.image.yaml", file, func(n string) string { return vars[n] })
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("edge.image.yaml with the two URLs, the audience and the Redis address: %v", err)
 	}
 	if cfg.Listen.Addr != ":8080" || cfg.Admin.Addr != ":9090" {
 		t.Errorf("edge.image.yaml listens on %q, admin %q; want :8080 and :9090", cfg.Listen.Addr, cfg.Admin.Addr)
-	}
-	cfg.Upstream.URL, cfg.OIDC.IssuerURL, cfg.OIDC.Audience = "http://orgsvc:8082", "https://id.example.com/realms/x", "api"
-	cfg.Redis.Addr = "redis:6379"
-	if err := cfg.Validate(); err != nil {
-		t.Errorf("edge.image.yaml with the two URLs, the audience and the Redis address: %v", err)
 	}
 }

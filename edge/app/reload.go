@@ -78,7 +78,7 @@ func (a *App) Reload(ctx context.Context, path string) error {
 	}
 	var cfg *config.Config
 	if err == nil {
-		cfg, err = config.LoadData(path, data)
+		cfg, err = config.LoadData(path, data, os.Getenv)
 	}
 	if err != nil {
 		a.reloads.reloads.WithLabelValues(reloadFailure).Inc()

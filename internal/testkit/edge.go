@@ -32,9 +32,8 @@ func EdgeConfig(t testing.TB, upstreamURL, issuerURL string) *config.Config {
 	return EdgeConfigFrom(t, config.Default(), upstreamURL, issuerURL)
 }
 
-// EdgeConfigFrom is EdgeConfig on a configuration of the test's (such as one
-// config.Parse read from YAML) instead of the default: it sets the same
-// fields and keeps the others.
+// EdgeConfigFrom is EdgeConfig on a configuration of the test's instead
+// of the default: it sets the same fields and keeps the others.
 func EdgeConfigFrom(t testing.TB, cfg *config.Config, upstreamURL, issuerURL string) *config.Config {
 	t.Helper()
 	cfg.Redis.Addr = testenv.RedisAddr(t)
