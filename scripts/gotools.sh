@@ -10,6 +10,8 @@
 # semantic version, so `go install ...@2026.2.2` does not resolve.
 readonly STATICCHECK_VERSION=v0.8.2
 readonly BUF_VERSION=v1.75.0
+# deadcode is a command of golang.org/x/tools (module version).
+readonly DEADCODE_VERSION=v0.52.0
 # interop/'s tests call the edge with grpcurl.
 readonly GRPCURL_VERSION=v1.9.4
 
