@@ -40,7 +40,7 @@ func TestNoWebPageCanResetLimitsThroughTheLoopbackAdminAPI(t *testing.T) {
 	sub := subjectOf(t, tok)
 	reset := s.edge.AdminURL + "/admin/v1/subjects/" + url.PathEscape(sub) + "/reset-limits"
 	port := s.edge.AdminURL[strings.LastIndexByte(s.edge.AdminURL, ':')+1:]
-	statusOf(t, testkit.HTTP1Client, s.edge.URL, tok, listOrgs)
+	jsonCall(t, s.edge.URL, tok, listOrgs, "{}")
 
 	for _, tt := range []struct {
 		name   string
@@ -65,8 +65,8 @@ func TestNoWebPageCanResetLimitsThroughTheLoopbackAdminAPI(t *testing.T) {
 		if code, body := browserPost(t, reset, tt.header); code != tt.want {
 			t.Errorf("%s: %d %s, want %d", tt.name, code, body, tt.want)
 		}
-		if code, _ := statusOf(t, testkit.HTTP1Client, s.edge.URL, tok, listOrgs); code != http.StatusTooManyRequests {
-			t.Fatalf("after %s: the subject's call got %d, want 429: its limits were reset", tt.name, code)
+		if res, _ := jsonCall(t, s.edge.URL, tok, listOrgs, "{}"); res.StatusCode != http.StatusTooManyRequests {
+			t.Fatalf("after %s: the subject's call got %d, want 429: its limits were reset", tt.name, res.StatusCode)
 		}
 	}
 	// Inspecting a customer through a rebound name is refused too.
@@ -88,8 +88,8 @@ func TestNoWebPageCanResetLimitsThroughTheLoopbackAdminAPI(t *testing.T) {
 			t.Fatalf("curl with Host %q: %d %s", host, code, body)
 		}
 	}
-	if code, _ := statusOf(t, testkit.HTTP1Client, s.edge.URL, tok, listOrgs); code != http.StatusOK {
-		t.Errorf("after the operator's reset: %d, want 200", code)
+	if res, _ := jsonCall(t, s.edge.URL, tok, listOrgs, "{}"); res.StatusCode != http.StatusOK {
+		t.Errorf("after the operator's reset: %d, want 200", res.StatusCode)
 	}
 	if refused := strings.Count(s.log.String(), `"msg":"admin action refused"`); refused != 6 {
 		t.Errorf("%d refusals audited, want 6:\n%s", refused, s.log.String())

@@ -1,6 +1,7 @@
 package edge_test
 
 import (
+	"fmt"
 	"net"
 	"net/http"
 	"strings"
@@ -76,15 +77,9 @@ func TestUpstreamCallersDeadlinesEjectNoBackend(t *testing.T) {
 // to want.
 func waitMetric(t *testing.T, e *testkit.Edge, want float64, name string, labels ...string) {
 	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		got := testkit.Scrape(t, e.AdminURL+"/metrics").Sum(name, labels...)
-		if got == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s%v is %v, want %v", name, labels, got, want)
-		}
-	}
+	testkit.ScrapeUntil(t, e.AdminURL+"/metrics", fmt.Sprintf("%s%v to be %v", name, labels, want), func(m testkit.Samples) bool {
+		return m.Sum(name, labels...) == want
+	})
 }
 
 // A backend that accepts calls and never answers (frozen, as under kill

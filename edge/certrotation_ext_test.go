@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/orgedge/edge/config"
+	"github.com/orgedge/edge/internal/testkit"
 )
 
 // newCertificate makes a self-signed certificate for 127.0.0.1 named cn,
@@ -135,7 +136,7 @@ func TestARotatedCertificateIsServedToNewConnectionsWhileOpenOnesKeepWorking(t *
 
 	// cert-manager renews: the Secret's files are swapped under the edge.
 	vol.rotate(t, certB, keyB)
-	waitFor(t, "a new connection served the rotated certificate", func() bool {
+	testkit.WaitFor(t, "a new connection served the rotated certificate", func() bool {
 		_, name := servedName(t, client(), s.edge.URL, tok)
 		return name == "edge-after"
 	})

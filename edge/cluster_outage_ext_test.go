@@ -89,7 +89,7 @@ func TestOneClusterMasterKilledWhileCallsFlow(t *testing.T) {
 	victim.Stop()
 
 	open := edges[config.FailOpen].AdminURL + "/metrics"
-	eventually(t, open, "fail-open after a master died", func(m testkit.Samples) bool { return m.Sum("edge_fail_open_active") == 1 })
+	testkit.ScrapeUntil(t, open, "fail-open after a master died", func(m testkit.Samples) bool { return m.Sum("edge_fail_open_active") == 1 })
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		tl := tallies[config.FailClosed]
@@ -107,7 +107,7 @@ func TestOneClusterMasterKilledWhileCallsFlow(t *testing.T) {
 
 	victim.Start()
 	cluster.WaitHealthy(t)
-	eventually(t, open, "exact limits after the master came back", func(m testkit.Samples) bool {
+	testkit.ScrapeUntil(t, open, "exact limits after the master came back", func(m testkit.Samples) bool {
 		return m.Sum("edge_fail_open_active") == 0 && m.Sum("edge_redis_breaker_state", "state", "closed") == 1
 	})
 	stop.Store(true)

@@ -213,7 +213,7 @@ func TestOneAddressCannotHoldMoreThanItsBoundOfConnections(t *testing.T) {
 	// One goes, another may come.
 	_ = held[0].Close()
 	held = held[1:]
-	waitFor(t, "a connection accepted again", func() bool {
+	testkit.WaitFor(t, "a connection accepted again", func() bool {
 		res, err := (&http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 2 * time.Second}).Get(s.edge.URL + listOrgs)
 		if err != nil {
 			return false
@@ -353,7 +353,7 @@ loop:
 	if d, _ := h.closedWithin(10 * time.Second); d > 10*time.Second {
 		t.Fatalf("open %v after its GOAWAY", d)
 	}
-	waitFor(t, "no call in flight", func() bool {
+	testkit.WaitFor(t, "no call in flight", func() bool {
 		return testkit.Scrape(t, e.AdminURL+"/metrics").Sum("edge_inflight_requests") == 0
 	})
 	m := testkit.Scrape(t, e.AdminURL+"/metrics")

@@ -136,7 +136,7 @@ func TestBackendPastTheClientsDeadlineGetsDeadlineExceededFromTheEdge(t *testing
 			}
 		})
 	}
-	eventually(t, e.AdminURL+"/metrics", "every reservation rolled back", func(m testkit.Samples) bool {
+	testkit.ScrapeUntil(t, e.AdminURL+"/metrics", "every reservation rolled back", func(m testkit.Samples) bool {
 		count := func(o string) float64 { return m.Sum("edge_quota_reservations_total", "outcome", o) }
 		return count("reserved") == float64(len(testkit.Protocols)) && count("rolled_back") == count("reserved") && count("refused") == 0
 	})

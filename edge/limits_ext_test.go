@@ -2,7 +2,6 @@ package edge_test
 
 import (
 	"bufio"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -38,24 +37,6 @@ func redisTargets(t *testing.T, test func(t *testing.T, useRedis func(*config.Co
 		testenv.RedisCluster(t) // skips or fails without one
 		test(t, func(c *config.Config) { c.Redis.Addr, c.Redis.ClusterAddrs = "", addrs })
 	})
-}
-
-// jsonCall posts body to procedure as plain HTTP/JSON and returns what a
-// curl user would see.
-func jsonCall(t *testing.T, base, token, procedure, body string) (*http.Response, map[string]any) {
-	t.Helper()
-	r, _ := http.NewRequest("POST", base+procedure, strings.NewReader(body))
-	r.Header.Set("Content-Type", "application/json")
-	r.Header.Set("Authorization", "Bearer "+token)
-	res, err := testkit.HTTP1Client.Do(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	var m map[string]any
-	b, _ := io.ReadAll(res.Body)
-	_ = json.Unmarshal(b, &m)
-	return res, m
 }
 
 const listOrgs = "/svc.v1.OrganizationService/ListOrganizations"

@@ -129,10 +129,7 @@ func TestAccessLogSamplesOnlySuccessfulCalls(t *testing.T) {
 	if _, err := bad.ListOrganizations(ctx, req(&svcv1.ListOrganizationsRequest{})); connect.CodeOf(err) != connect.CodeUnauthenticated {
 		t.Fatalf("bad token: %v", err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(s.edgeLog.String(), `"code":"unauthenticated"`) && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.WaitFor(t, "the refused call's access line", func() bool { return strings.Contains(s.edgeLog.String(), `"code":"unauthenticated"`) })
 	log := s.edgeLog.String()
 	if n := strings.Count(log, `"msg":"call"`); n != 1 || !strings.Contains(log, `"code":"unauthenticated"`) {
 		t.Errorf("%d access lines, want only the refused call's:\n%s", n, log)

@@ -33,22 +33,6 @@ func environmentToWatch(t *testing.T, c testkit.Clients) string {
 	return env.Msg.Environment.Id
 }
 
-// eventually scrapes url until ok accepts a scrape, or fails after a while.
-func eventually(t *testing.T, url, what string, ok func(testkit.Samples) bool) testkit.Samples {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		m := testkit.Scrape(t, url)
-		if ok(m) {
-			return m
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: never true", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func TestEveryMetricIsExportedByTheEdgeAndTheBackendAfterTraffic(t *testing.T) {
 	t.Parallel()
 	s, token := startStack(t, orgsvc.Config{ProvisionDelay: time.Hour}, nil)
@@ -128,7 +112,7 @@ func TestAnOpenWatchCountsAsOneOpenStreamOneLeaseAndOneCallInFlight(t *testing.T
 		t.Errorf("edge_inflight_requests = %v while a Watch is open, want 1", got)
 	}
 	stream.Close()
-	eventually(t, url, "all back to 0 after the Watch ended", func(m testkit.Samples) bool {
+	testkit.ScrapeUntil(t, url, "all back to 0 after the Watch ended", func(m testkit.Samples) bool {
 		return m.Sum("edge_open_streams", watch...) == 0 && m.Sum("edge_stream_leases_held") == 0 && m.Sum("edge_inflight_requests") == 0
 	})
 }
@@ -160,14 +144,14 @@ func TestQuotaReservationsAreReservedConfirmedRolledBackAndReleased(t *testing.T
 	if connect.CodeOf(err) != connect.CodeNotFound && connect.CodeOf(err) != connect.CodeInvalidArgument {
 		t.Fatalf("CreateEnvironment in a missing project: %v", err)
 	}
-	eventually(t, url, "rolled_back after a refused CreateEnvironment", func(m testkit.Samples) bool {
+	testkit.ScrapeUntil(t, url, "rolled_back after a refused CreateEnvironment", func(m testkit.Samples) bool {
 		return count(m, "reserved") == 2 && count(m, "rolled_back") == 1 && count(m, "confirmed") == 1
 	})
 
 	if _, err := c.Env.DeleteEnvironment(ctx, req(&svcv1.DeleteEnvironmentRequest{EnvironmentId: id})); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, url, "released after DeleteEnvironment", func(m testkit.Samples) bool { return count(m, "released") == 1 })
+	testkit.ScrapeUntil(t, url, "released after DeleteEnvironment", func(m testkit.Samples) bool { return count(m, "released") == 1 })
 }
 
 func labelValues(m testkit.Samples, name, label string) []string {
@@ -198,7 +182,7 @@ func TestTheUpstreamHistogramCountsExactlyTheCallsForwarded(t *testing.T) {
 	if _, err := testkit.NewClients(s.edge.URL, testkit.GRPC, tok).Usage.GetUsage(ctx, req(&svcv1.GetUsageRequest{})); err != nil {
 		t.Fatal(err)
 	}
-	m := eventually(t, s.edge.AdminURL+"/metrics", "every call counted", func(m testkit.Samples) bool {
+	m := testkit.ScrapeUntil(t, s.edge.AdminURL+"/metrics", "every call counted", func(m testkit.Samples) bool {
 		return m.Sum("edge_requests_total") == forwarded+2
 	})
 	if got := m.Sum("edge_upstream_duration_seconds_count"); got != forwarded {

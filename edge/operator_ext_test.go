@@ -49,10 +49,10 @@ func TestSupportEngineerInspectsAndUnblocksOneCustomerWithAnAuditTrail(t *testin
 	path := "/admin/v1/subjects/" + url.PathEscape(sub)
 
 	for range 2 {
-		statusOf(t, testkit.HTTP1Client, s.edge.URL, tok, listOrgs)
+		jsonCall(t, s.edge.URL, tok, listOrgs, "{}")
 	}
-	if code, _ := statusOf(t, testkit.HTTP1Client, s.edge.URL, tok, listOrgs); code != http.StatusTooManyRequests {
-		t.Fatalf("status %d, want 429 before the support engineer steps in", code)
+	if res, _ := jsonCall(t, s.edge.URL, tok, listOrgs, "{}"); res.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("status %d, want 429 before the support engineer steps in", res.StatusCode)
 	}
 	// A crashed edge left a stream lease behind.
 	streams := quota.NewStreams(testenv.Redis(t), quota.Options{KeyPrefix: s.edge.Config.Redis.KeyPrefix})
@@ -99,8 +99,8 @@ func TestSupportEngineerInspectsAndUnblocksOneCustomerWithAnAuditTrail(t *testin
 	if code, body := adminCall(t, "POST", adminURL, path+"/reset-limits", adminTok); code != http.StatusOK {
 		t.Fatalf("reset-limits: %d %s", code, body)
 	}
-	if code, _ := statusOf(t, testkit.HTTP1Client, s.edge.URL, tok, listOrgs); code != http.StatusOK {
-		t.Errorf("after reset-limits: status %d, want 200", code)
+	if res, _ := jsonCall(t, s.edge.URL, tok, listOrgs, "{}"); res.StatusCode != http.StatusOK {
+		t.Errorf("after reset-limits: status %d, want 200", res.StatusCode)
 	}
 	code, body = adminCall(t, "POST", adminURL, path+"/release-streams", adminTok)
 	if code != http.StatusOK || !strings.Contains(string(body), `"released": 1`) {
@@ -169,8 +169,8 @@ func TestInspectShowsThePlanTheSubjectsTokenWasChargedUnder(t *testing.T) {
 		t.Fatalf("before any call: plan %q from %q, last charged %q; want free from default_plan", st.Plan, st.PlanSource, st.LastChargedPlan)
 	}
 	for range 3 {
-		if code, _ := statusOf(t, testkit.HTTP1Client, s.edge.URL, tok, listOrgs); code != http.StatusOK {
-			t.Fatalf("status %d", code)
+		if res, _ := jsonCall(t, s.edge.URL, tok, listOrgs, "{}"); res.StatusCode != http.StatusOK {
+			t.Fatalf("status %d", res.StatusCode)
 		}
 	}
 	pro := s.edge.Config.Limits.Plans["pro"]

@@ -2,7 +2,6 @@ package edge_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -16,39 +15,18 @@ import (
 	"github.com/orgedge/edge/orgsvc"
 )
 
-// postJSON posts body to procedure with header and returns the status and
-// the decoded answer.
-func postJSON(t *testing.T, base, token, procedure, body string, header map[string]string) (int, map[string]any) {
-	t.Helper()
-	r, _ := http.NewRequest("POST", base+procedure, strings.NewReader(body))
-	r.Header.Set("Content-Type", "application/json")
-	r.Header.Set("Authorization", "Bearer "+token)
-	for k, v := range header {
-		r.Header.Set(k, v)
-	}
-	res, err := testkit.HTTP1Client.Do(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	var m map[string]any
-	b, _ := io.ReadAll(res.Body)
-	_ = json.Unmarshal(b, &m)
-	return res.StatusCode, m
-}
-
 func TestDurationByOutcomeAndEdgeOverheadOnForwardedCallsOnly(t *testing.T) {
 	t.Parallel()
 	s, token := startStack(t, orgsvc.Config{}, nil)
 	tok := token("free-outcome-fay")
-	if code, body := postJSON(t, s.edge.URL, tok, listOrgs, "{}", nil); code != http.StatusOK {
-		t.Fatalf("forwarded call: %d %v", code, body)
+	if res, body := jsonCall(t, s.edge.URL, tok, listOrgs, "{}"); res.StatusCode != http.StatusOK {
+		t.Fatalf("forwarded call: %d %v", res.StatusCode, body)
 	}
-	if code, _ := postJSON(t, s.edge.URL, "not-a-token", listOrgs, "{}", nil); code != http.StatusUnauthorized {
-		t.Fatalf("refused call: %d", code)
+	if res, _ := jsonCall(t, s.edge.URL, "not-a-token", listOrgs, "{}"); res.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("refused call: %d", res.StatusCode)
 	}
 	// The client has its answer a moment before the edge records the call.
-	m := eventually(t, s.edge.AdminURL+"/metrics", "both calls recorded", func(m testkit.Samples) bool {
+	m := testkit.ScrapeUntil(t, s.edge.AdminURL+"/metrics", "both calls recorded", func(m testkit.Samples) bool {
 		return m.Sum("edge_requests_total", "method", "ListOrganizations") == 2
 	})
 	for outcome, want := range map[string]float64{"forwarded": 1, "refused": 1, "replayed": 0, "error": 0} {
@@ -71,29 +49,29 @@ func TestReplayedErrorIsCountedWithItsOwnCode(t *testing.T) {
 	t.Parallel()
 	s, token := startStack(t, orgsvc.Config{}, nil)
 	tok := token("free-replay-gus")
-	code, org := postJSON(t, s.edge.URL, tok, "/svc.v1.OrganizationService/CreateOrganization",
-		`{"name":"replay-gus","billing_email":"gus@example.com"}`, nil)
-	if code != http.StatusOK {
-		t.Fatalf("create: %d %v", code, org)
+	res, org := jsonCall(t, s.edge.URL, tok, "/svc.v1.OrganizationService/CreateOrganization",
+		`{"name":"replay-gus","billing_email":"gus@example.com"}`)
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("create: %d %v", res.StatusCode, org)
 	}
 	id, _ := org["id"].(string)
-	code, list := postJSON(t, s.edge.URL, tok, "/svc.v1.OrganizationService/ListMembers", `{"organization_id":"`+id+`"}`, nil)
+	res, list := jsonCall(t, s.edge.URL, tok, "/svc.v1.OrganizationService/ListMembers", `{"organization_id":"`+id+`"}`)
 	members, _ := list["members"].([]any)
-	if code != http.StatusOK || len(members) != 1 {
-		t.Fatalf("members: %d %v", code, list)
+	if res.StatusCode != http.StatusOK || len(members) != 1 {
+		t.Fatalf("members: %d %v", res.StatusCode, list)
 	}
 	userID, _ := members[0].(map[string]any)["userId"].(string)
 	// Removing the last admin is failed_precondition, which Connect sends
 	// as HTTP 400, like invalid_argument: the status cannot tell them apart.
-	key := map[string]string{"Idempotency-Key": "remove-last-admin"}
+	key := http.Header{"Idempotency-Key": {"remove-last-admin"}}
 	for i := range 2 {
-		code, body := postJSON(t, s.edge.URL, tok, "/svc.v1.OrganizationService/RemoveMember",
-			`{"organization_id":"`+id+`","user_id":"`+userID+`"}`, key)
-		if code != http.StatusBadRequest || body["code"] != "failed_precondition" {
-			t.Fatalf("call %d: %d %v, want 400 failed_precondition", i+1, code, body)
+		res, body := jsonCallWith(t, testkit.HTTP1Client, key, s.edge.URL, tok, "/svc.v1.OrganizationService/RemoveMember",
+			`{"organization_id":"`+id+`","user_id":"`+userID+`"}`)
+		if res.StatusCode != http.StatusBadRequest || body["code"] != "failed_precondition" {
+			t.Fatalf("call %d: %d %v, want 400 failed_precondition", i+1, res.StatusCode, body)
 		}
 	}
-	m := eventually(t, s.edge.AdminURL+"/metrics", "both calls recorded", func(m testkit.Samples) bool {
+	m := testkit.ScrapeUntil(t, s.edge.AdminURL+"/metrics", "both calls recorded", func(m testkit.Samples) bool {
 		return m.Sum("edge_requests_total", "method", "RemoveMember") == 2
 	})
 	if got := m.Sum("edge_requests_total", "method", "RemoveMember", "code", "failed_precondition"); got != 2 {
@@ -151,7 +129,7 @@ func TestAbandonedCallIsCanceledAndUnavailableNamesTheDependency(t *testing.T) {
 		}
 		t.Fatalf("client: %v, want canceled", err)
 	}
-	waitFor(t, "the abandoned call counted", func() bool {
+	testkit.WaitFor(t, "the abandoned call counted", func() bool {
 		return testkit.Scrape(t, e.AdminURL+"/metrics").Sum("edge_requests_total", "method", "ListOrganizations") == 1
 	})
 	m := testkit.Scrape(t, e.AdminURL+"/metrics")
@@ -165,10 +143,11 @@ func TestAbandonedCallIsCanceledAndUnavailableNamesTheDependency(t *testing.T) {
 	// The client's own short deadline passes while the backend holds the
 	// call: deadline_exceeded, and the service's failure (a hanging
 	// backend looks just so), not the client's choice.
-	if code, body := postJSON(t, e.URL, tok, listOrgs, "{}", map[string]string{"Connect-Timeout-Ms": "300"}); body["code"] != "deadline_exceeded" {
-		t.Fatalf("short deadline: %d %v", code, body)
+	short := http.Header{"Connect-Timeout-Ms": {"300"}}
+	if res, body := jsonCallWith(t, testkit.HTTP1Client, short, e.URL, tok, listOrgs, "{}"); body["code"] != "deadline_exceeded" {
+		t.Fatalf("short deadline: %d %v", res.StatusCode, body)
 	}
-	m = eventually(t, e.AdminURL+"/metrics", "the short deadline recorded", func(m testkit.Samples) bool {
+	m = testkit.ScrapeUntil(t, e.AdminURL+"/metrics", "the short deadline recorded", func(m testkit.Samples) bool {
 		return m.Sum("edge_requests_total", "method", "ListOrganizations") == 2
 	})
 	if got := m.Sum("edge_deadline_exceeded_total", "origin", "backend"); got != 1 {
@@ -181,10 +160,10 @@ func TestAbandonedCallIsCanceledAndUnavailableNamesTheDependency(t *testing.T) {
 	gone := "http://" + ln.Addr().String()
 	_ = ln.Close()
 	e2 := testkit.StartEdge(t, testkit.EdgeConfig(t, gone, iss.URL()))
-	if code, _ := postJSON(t, e2.URL, tok, listOrgs, "{}", nil); code != http.StatusServiceUnavailable {
-		t.Fatalf("status %d, want 503", code)
+	if res, _ := jsonCall(t, e2.URL, tok, listOrgs, "{}"); res.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("status %d, want 503", res.StatusCode)
 	}
-	m = eventually(t, e2.AdminURL+"/metrics", "the call recorded", func(m testkit.Samples) bool {
+	m = testkit.ScrapeUntil(t, e2.AdminURL+"/metrics", "the call recorded", func(m testkit.Samples) bool {
 		return m.Sum("edge_requests_total", "method", "ListOrganizations") == 1
 	})
 	for reason, want := range map[string]float64{"upstream": 1, "limits": 0, "idempotency": 0, "issuer": 0} {

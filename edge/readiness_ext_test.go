@@ -8,7 +8,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/orgedge/edge/config"
 	"github.com/orgedge/edge/internal/testkit"
@@ -91,7 +90,7 @@ func TestReadinessDoesNotFollowRedisUnderFailOpen(t *testing.T) {
 	}
 	l, stop := startCallLoad(t, s.edge.URL, token("free-readiness-open"), 4)
 	defer stop()
-	pollFor(t, "calls before the outage", func() bool { return l.counts()[http.StatusOK] >= 20 })
+	testkit.WaitFor(t, "calls before the outage", func() bool { return l.counts()[http.StatusOK] >= 20 })
 
 	rs.Stop()
 	stopped := l.total.Load()
@@ -130,19 +129,7 @@ func TestReadinessFollowsRedisUnderFailClosed(t *testing.T) {
 		t.Fatalf("Redis down under fail_closed: /readyz %d %q, want 503 naming redis", code, body)
 	}
 	rs.Start()
-	pollFor(t, "readiness after Redis came back", func() bool { code, _ := getReadyz(t, s.edge.AdminURL); return code == http.StatusOK })
-}
-
-// pollFor polls cond until it holds, for up to 20s.
-func pollFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.WaitFor(t, "readiness after Redis came back", func() bool { code, _ := getReadyz(t, s.edge.AdminURL); return code == http.StatusOK })
 }
 
 func scrapeAdmin(t *testing.T, adminURL string) string {

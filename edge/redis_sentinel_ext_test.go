@@ -54,7 +54,7 @@ func startSentinelSet(t *testing.T) *sentinelSet {
 		}))
 	}
 	// Ready when every sentinel knows the replica as in sync.
-	pollFor(t, "the sentinels to see the replica", func() bool {
+	testkit.WaitFor(t, "the sentinels to see the replica", func() bool {
 		for _, sn := range s.sentinels {
 			if !s.replicaKnown(t, sn.Addr) {
 				return false
@@ -144,7 +144,7 @@ func TestSentinelFailoverUnderLoadKeepsEveryCountRedisAcknowledgedBeforeIt(t *te
 	}
 	l, stop := startCallLoad(t, e.URL, tok, 4)
 	defer stop()
-	pollFor(t, "calls before the failover", func() bool { return l.counts()[http.StatusOK] >= 50 })
+	testkit.WaitFor(t, "calls before the failover", func() bool { return l.counts()[http.StatusOK] >= 50 })
 
 	// Everything answered so far was counted by the master; make sure the
 	// replica has it too (WAIT covers every write before this client's).
@@ -165,7 +165,7 @@ func TestSentinelFailoverUnderLoadKeepsEveryCountRedisAcknowledgedBeforeIt(t *te
 	if err := sc.Failover(ctx, sentinelMaster).Err(); err != nil {
 		t.Fatalf("SENTINEL FAILOVER: %v", err)
 	}
-	pollFor(t, "the sentinels to promote the replica", func() bool { return set.masterAddr(t) == set.replica.Addr })
+	testkit.WaitFor(t, "the sentinels to promote the replica", func() bool { return set.masterAddr(t) == set.replica.Addr })
 	// The edge follows: calls are decided by Redis again (the new master)
 	// and the breaker is closed.
 	newMaster := redis.NewClient(&redis.Options{Addr: set.replica.Addr})
@@ -184,11 +184,11 @@ func TestSentinelFailoverUnderLoadKeepsEveryCountRedisAcknowledgedBeforeIt(t *te
 		return 0
 	}
 	promoted := scripts()
-	pollFor(t, "the edge to use the new master", func() bool {
+	testkit.WaitFor(t, "the edge to use the new master", func() bool {
 		return scripts() >= promoted+20 && containsLine(scrapeAdmin(t, e.AdminURL), "edge_fail_open_active 0")
 	})
 	switched := l.counts()[http.StatusOK]
-	pollFor(t, "calls after the failover", func() bool { return l.counts()[http.StatusOK] >= switched+50 })
+	testkit.WaitFor(t, "calls after the failover", func() bool { return l.counts()[http.StatusOK] >= switched+50 })
 	stop()
 	c := l.counts()
 	admitted := c[http.StatusOK]

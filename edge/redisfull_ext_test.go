@@ -173,21 +173,15 @@ func TestAFreeSubjectNeverEndsWithMoreEnvironmentsThanItsQuotaWhenRedisFills(t *
 		_, err := createEnv(ctx, c, prj, "e2")
 		second <- err
 	}()
-	for deadline := time.Now().Add(20 * time.Second); ; {
+	testkit.WaitFor(t, "the second environment's reservation in Redis", func() bool {
 		n, err := rs.c.Eval(ctx, `local n = 0
 for _, k in ipairs(redis.call('KEYS', '*:envs:pending')) do n = n + redis.call('ZCARD', k) end
 return n`, nil).Int()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the second environment's reservation never appeared in Redis")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return n == 1
+	})
 	// The request is on its way to the backend; wait until it is there.
 	envs := func() int {
 		t.Helper()
@@ -197,12 +191,7 @@ return n`, nil).Int()
 		}
 		return len(list)
 	}
-	for deadline := time.Now().Add(20 * time.Second); envs() != 2; {
-		if time.Now().After(deadline) {
-			t.Fatal("the backend never created the second environment")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.WaitFor(t, "the backend to create the second environment", func() bool { return envs() == 2 })
 	rs.fill(t)
 	up.Heal()
 	if err := <-second; err != nil {

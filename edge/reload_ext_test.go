@@ -2,7 +2,6 @@ package edge_test
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -71,32 +70,6 @@ func countingClient(dials *atomic.Int32) *http.Client {
 	}}
 }
 
-func statusOf(t *testing.T, c *http.Client, base, token, procedure string) (int, http.Header) {
-	t.Helper()
-	r, _ := http.NewRequest("POST", base+procedure, strings.NewReader("{}"))
-	r.Header.Set("Content-Type", "application/json")
-	r.Header.Set("Authorization", "Bearer "+token)
-	res, err := c.Do(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	_, _ = io.Copy(io.Discard, res.Body)
-	return res.StatusCode, res.Header
-}
-
-// waitFor polls cond until it holds or 15s pass.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("still not true after 15s: %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func tightFreePlan(c *config.Config) {
 	c.Limits.Plans = map[string]config.Plan{
 		"free": {RequestsPerMinute: 1, Burst: 2},
@@ -116,12 +89,12 @@ func TestSighupReloadAppliesANewPlanOnTheSameConnectionAndKeepsItWhenTheFileIsIn
 	c := countingClient(&dials)
 	tok := s.token("free-reload-alice")
 	for i := range 2 {
-		if code, _ := statusOf(t, c, s.edge.URL, tok, listOrgs); code != http.StatusOK {
-			t.Fatalf("call %d: status %d, want 200 (burst 2)", i+1, code)
+		if res, _ := jsonCallWith(t, c, nil, s.edge.URL, tok, listOrgs, "{}"); res.StatusCode != http.StatusOK {
+			t.Fatalf("call %d: status %d, want 200 (burst 2)", i+1, res.StatusCode)
 		}
 	}
-	if code, _ := statusOf(t, c, s.edge.URL, tok, listOrgs); code != http.StatusTooManyRequests {
-		t.Fatalf("third call: status %d, want 429 (burst 2, 1/min)", code)
+	if res, _ := jsonCallWith(t, c, nil, s.edge.URL, tok, listOrgs, "{}"); res.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("third call: status %d, want 429 (burst 2, 1/min)", res.StatusCode)
 	}
 
 	// The operator raises the free plan's burst and sends SIGHUP.
@@ -129,8 +102,9 @@ func TestSighupReloadAppliesANewPlanOnTheSameConnectionAndKeepsItWhenTheFileIsIn
 	next.Limits.Plans = map[string]config.Plan{"free": {RequestsPerMinute: 1, Burst: 20}, "pro": {RequestsPerMinute: 1, Burst: 50}}
 	writeConfig(t, s.path, &next)
 	hup <- os.Interrupt
-	waitFor(t, "a call admitted under the reloaded plan", func() bool {
-		code, _ := statusOf(t, c, s.edge.URL, tok, listOrgs)
+	testkit.WaitFor(t, "a call admitted under the reloaded plan", func() bool {
+		res, _ := jsonCallWith(t, c, nil, s.edge.URL, tok, listOrgs, "{}")
+		code := res.StatusCode
 		return code == http.StatusOK
 	})
 	m := testkit.Scrape(t, s.edge.AdminURL+"/metrics")
@@ -146,7 +120,7 @@ func TestSighupReloadAppliesANewPlanOnTheSameConnectionAndKeepsItWhenTheFileIsIn
 	bad.Limits.Plans = map[string]config.Plan{"free": {RequestsPerMinute: 1, Burst: 0}}
 	writeConfig(t, s.path, &bad)
 	hup <- os.Interrupt
-	waitFor(t, "the failed reload counted", func() bool {
+	testkit.WaitFor(t, "the failed reload counted", func() bool {
 		return testkit.Scrape(t, s.edge.AdminURL+"/metrics").Sum("edge_config_reloads_total", "result", "failure") == 1
 	})
 	if got := testkit.Scrape(t, s.edge.AdminURL+"/metrics").Sum("edge_config_last_reload_successful"); got != 0 {
@@ -155,8 +129,8 @@ func TestSighupReloadAppliesANewPlanOnTheSameConnectionAndKeepsItWhenTheFileIsIn
 	if !strings.Contains(s.log.String(), "config reload failed: keeping the running policy") || !strings.Contains(s.log.String(), "limits.plans.free.burst") {
 		t.Errorf("the log does not say the reload failed and why:\n%s", s.log.String())
 	}
-	if code, _ := statusOf(t, c, s.edge.URL, tok, listOrgs); code != http.StatusOK {
-		t.Errorf("after a bad reload: status %d, want 200 under the running plan (burst 20)", code)
+	if res, _ := jsonCallWith(t, c, nil, s.edge.URL, tok, listOrgs, "{}"); res.StatusCode != http.StatusOK {
+		t.Errorf("after a bad reload: status %d, want 200 under the running plan (burst 20)", res.StatusCode)
 	}
 	if n := dials.Load(); n != 1 {
 		t.Errorf("the client dialed %d connections, want 1: a reload must not close connections", n)
@@ -176,10 +150,10 @@ func TestChangedFileMovesASubjectToAnotherPlanAndWarnsAboutSettingsThatNeedARest
 
 	tok := s.token("free-reload-bob")
 	for range 2 {
-		statusOf(t, testkit.HTTP1Client, s.edge.URL, tok, listOrgs)
+		jsonCall(t, s.edge.URL, tok, listOrgs, "{}")
 	}
-	if code, _ := statusOf(t, testkit.HTTP1Client, s.edge.URL, tok, listOrgs); code != http.StatusTooManyRequests {
-		t.Fatalf("status %d, want 429 on the free plan", code)
+	if res, _ := jsonCall(t, s.edge.URL, tok, listOrgs, "{}"); res.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("status %d, want 429 on the free plan", res.StatusCode)
 	}
 	// The subject gets a contract: subject_plans moves it to pro. The
 	// same edit also changes the Redis timeout, which needs a restart.
@@ -188,8 +162,9 @@ func TestChangedFileMovesASubjectToAnotherPlanAndWarnsAboutSettingsThatNeedARest
 	next.Limits.SubjectPlans = map[string]string{sub: "pro"}
 	next.Redis.Timeout = 3 * time.Second
 	writeConfig(t, s.path, &next)
-	waitFor(t, "the subject admitted on pro", func() bool {
-		code, _ := statusOf(t, testkit.HTTP1Client, s.edge.URL, tok, listOrgs)
+	testkit.WaitFor(t, "the subject admitted on pro", func() bool {
+		res, _ := jsonCall(t, s.edge.URL, tok, listOrgs, "{}")
+		code := res.StatusCode
 		return code == http.StatusOK
 	})
 	logged := s.log.String()

@@ -38,7 +38,7 @@ func TestEveryCallIsCountedWithTheCodeItsClientSaw(t *testing.T) {
 	}
 	counted := func(t *testing.T, what, method, protocol, code string, before float64) {
 		t.Helper()
-		eventually(t, metrics, fmt.Sprintf("%s counted as %s", what, code), func(m testkit.Samples) bool {
+		testkit.ScrapeUntil(t, metrics, fmt.Sprintf("%s counted as %s", what, code), func(m testkit.Samples) bool {
 			return m.Sum("edge_requests_total", "method", method, "protocol", protocol, "code", code) > before
 		})
 	}

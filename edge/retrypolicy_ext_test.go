@@ -49,7 +49,7 @@ func TestAGRPCRetryPolicyRetriesTheEdgesUnavailable(t *testing.T) {
 		return m.Sum("edge_requests_total", "method", "ListOrganizations", "protocol", "grpc", "code", "unavailable")
 	}
 	// Each attempt is counted once its answer is out: wait for the fourth.
-	m := eventually(t, e.AdminURL+"/metrics", "the policy's 4 attempts", func(m testkit.Samples) bool { return attempts(m) >= 4 })
+	m := testkit.ScrapeUntil(t, e.AdminURL+"/metrics", "the policy's 4 attempts", func(m testkit.Samples) bool { return attempts(m) >= 4 })
 	if got := attempts(m); got != 4 {
 		t.Fatalf("the edge answered %v attempts, want the policy's 4", got)
 	}

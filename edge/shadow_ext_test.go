@@ -16,7 +16,8 @@ func TestShadowPlanAdmitsWhatItWouldRefuseWithTheHeadersMetricsAndLogOfARefusal(
 	})
 	tok := s.token("free-shadow-carol")
 	for i := range 5 {
-		code, h := statusOf(t, testkit.HTTP1Client, s.edge.URL, tok, listOrgs)
+		res, _ := jsonCall(t, s.edge.URL, tok, listOrgs, "{}")
+		code, h := res.StatusCode, res.Header
 		if code != http.StatusOK {
 			t.Fatalf("call %d: status %d, want 200: a shadow plan refuses no one", i+1, code)
 		}
@@ -24,7 +25,7 @@ func TestShadowPlanAdmitsWhatItWouldRefuseWithTheHeadersMetricsAndLogOfARefusal(
 			t.Errorf("call %d: X-RateLimit-Remaining %q, want 0 as if the plan were enforced", i+1, h.Get("X-RateLimit-Remaining"))
 		}
 	}
-	m := eventually(t, s.edge.AdminURL+"/metrics", "every call recorded", func(m testkit.Samples) bool {
+	m := testkit.ScrapeUntil(t, s.edge.AdminURL+"/metrics", "every call recorded", func(m testkit.Samples) bool {
 		return m.Sum("edge_requests_total", "method", "ListOrganizations") == 5
 	})
 	if got := m.Sum("edge_limit_decisions_total", "plan", "free", "limit", "plan", "outcome", "shadow_refused"); got != 3 {
@@ -56,15 +57,16 @@ func TestShadowOperationLimitStillLetsTheEnforcedPlanCountEveryCall(t *testing.T
 	// Call 1 passes both limits; calls 2 and 3 are over the operation's
 	// shadow limit but within the plan's burst of 3, which counts them.
 	for i := range 3 {
-		if code, _ := statusOf(t, testkit.HTTP1Client, s.edge.URL, tok, listOrgs); code != http.StatusOK {
-			t.Fatalf("call %d: status %d, want 200", i+1, code)
+		if res, _ := jsonCall(t, s.edge.URL, tok, listOrgs, "{}"); res.StatusCode != http.StatusOK {
+			t.Fatalf("call %d: status %d, want 200", i+1, res.StatusCode)
 		}
 	}
-	code, h := statusOf(t, testkit.HTTP1Client, s.edge.URL, tok, listOrgs)
+	res, _ := jsonCall(t, s.edge.URL, tok, listOrgs, "{}")
+	code, h := res.StatusCode, res.Header
 	if code != http.StatusTooManyRequests || h.Get("Retry-After") == "" {
 		t.Fatalf("call 4: status %d (Retry-After %q), want 429 from the enforced plan", code, h.Get("Retry-After"))
 	}
-	m := eventually(t, s.edge.AdminURL+"/metrics", "every call recorded", func(m testkit.Samples) bool {
+	m := testkit.ScrapeUntil(t, s.edge.AdminURL+"/metrics", "every call recorded", func(m testkit.Samples) bool {
 		return m.Sum("edge_requests_total", "method", "ListOrganizations") == 4
 	})
 	if got := m.Sum("edge_limit_decisions_total", "limit", "op:ListOrganizations", "outcome", "shadow_refused"); got != 2 {

@@ -98,7 +98,7 @@ func TestASlowUnaryBodyIsDeadlineExceededAndReleasesWhatItReserved(t *testing.T)
 			}
 		})
 	}
-	eventually(t, s.edge.AdminURL+"/metrics", "every reservation rolled back", func(m testkit.Samples) bool {
+	testkit.ScrapeUntil(t, s.edge.AdminURL+"/metrics", "every reservation rolled back", func(m testkit.Samples) bool {
 		count := func(o string) float64 { return m.Sum("edge_quota_reservations_total", "outcome", o) }
 		return count("reserved") == float64(2*len(unaryTransports)) && count("rolled_back") == count("reserved")
 	})
@@ -131,7 +131,7 @@ func TestAStalledStreamMessageIsDeadlineExceededAndFreesTheLease(t *testing.T) {
 			}
 		})
 	}
-	eventually(t, s.edge.AdminURL+"/metrics", "no lease held", func(m testkit.Samples) bool {
+	testkit.ScrapeUntil(t, s.edge.AdminURL+"/metrics", "no lease held", func(m testkit.Samples) bool {
 		return m.Sum("edge_stream_leases_held") == 0 && m.Sum("edge_open_streams") == 0
 	})
 }

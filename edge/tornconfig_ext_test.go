@@ -14,6 +14,7 @@ import (
 
 	"github.com/orgedge/edge/config"
 	"github.com/orgedge/edge/edge/admin"
+	"github.com/orgedge/edge/internal/testkit"
 )
 
 // tornPolicy is one whole policy of the racing-writer test: every number
@@ -82,7 +83,7 @@ func TestAReloadRacingAWriterNeverAppliesAHalfWrittenPolicy(t *testing.T) {
 	views := map[string]map[string]bool{"free": {}, "pro": {}}
 	see := func(n int) map[string]string {
 		got := map[string]string{}
-		waitFor(t, fmt.Sprintf("policy %d applied", n), func() bool {
+		testkit.WaitFor(t, fmt.Sprintf("policy %d applied", n), func() bool {
 			for plan := range views {
 				v, err := planView(t, s.edge.AdminURL, plan)
 				if err != nil {

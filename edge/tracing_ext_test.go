@@ -5,10 +5,10 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -76,19 +76,12 @@ func startTracedStack(t *testing.T, svc orgsvc.Config, change func(*config.Confi
 // span ends after the client has its answer) and returns every span.
 func (s *tracedStack) waitForSpan(t *testing.T, name string) tracetest.SpanStubs {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		spans := s.spans.GetSpans()
-		for _, sp := range spans {
-			if sp.Name == name {
-				return spans
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no span %q among %v", name, spanNames(spans))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	var spans tracetest.SpanStubs
+	testkit.WaitFor(t, "a span "+name, func() bool {
+		spans = s.spans.GetSpans()
+		return slices.ContainsFunc(spans, func(sp tracetest.SpanStub) bool { return sp.Name == name })
+	})
+	return spans
 }
 
 func spanNames(spans tracetest.SpanStubs) []string {
