@@ -28,7 +28,7 @@ func deadAddress(t *testing.T) string {
 // even), instead of all of it going to the backend after it in the list.
 func TestUpstreamDownBackendsShareSpreadsEvenly(t *testing.T) {
 	t.Parallel()
-	iss := testkit.StartIssuer(t)
+	iss := testkit.SharedIssuer(t)
 	first, last := startCountingBackend(t), startCountingBackend(t)
 	cfg := testkit.EdgeConfig(t, first.url, iss.URL())
 	cfg.Upstream.URLs = []string{first.url, "http://" + deadAddress(t), last.url}
@@ -88,7 +88,7 @@ func waitMetric(t *testing.T, e *testkit.Edge, want float64, name string, labels
 // metrics say so. Once it answers again, its checks bring it back.
 func TestUpstreamFrozenBackendIsTakenOutByHealthChecks(t *testing.T) {
 	t.Parallel()
-	iss := testkit.StartIssuer(t)
+	iss := testkit.SharedIssuer(t)
 	live, frozen := startCountingBackend(t), startCountingBackend(t)
 	fp := testkit.StartFaultProxy(t, strings.TrimPrefix(frozen.url, "http://"))
 	cfg := testkit.EdgeConfig(t, live.url, iss.URL())

@@ -28,7 +28,7 @@ import (
 func TestOneClusterMasterKilledWhileCallsFlow(t *testing.T) {
 	t.Parallel()
 	cluster := testkit.StartRedisCluster(t)
-	iss := testkit.StartIssuer(t)
+	iss := testkit.SharedIssuer(t)
 	up := startOKUpstream(t)
 	edgeWith := func(policy config.FailureMode) *testkit.Edge {
 		cfg := testkit.EdgeConfig(t, up, iss.URL())

@@ -288,7 +288,7 @@ func (l *lineCounter) count(code string) int {
 
 func TestHTTP2RapidResetGetsAGoAwayAndAFewAccessLines(t *testing.T) {
 	t.Parallel()
-	iss := testkit.StartIssuer(t)
+	iss := testkit.SharedIssuer(t)
 	be := testkit.StartBackend(t, testkit.SQLite, iss.URL(), orgsvc.Config{})
 	lines := &lineCounter{lines: map[string]int{}}
 	cfg := testkit.EdgeConfig(t, be.URL, iss.URL())

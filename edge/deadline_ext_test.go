@@ -99,7 +99,7 @@ func (u *stuckUpstream) lastTimeout(t *testing.T) time.Duration {
 // free subject (2 concurrent environments) never find a slot taken.
 func TestBackendPastTheClientsDeadlineGetsDeadlineExceededFromTheEdge(t *testing.T) {
 	t.Parallel()
-	iss := testkit.StartIssuer(t)
+	iss := testkit.SharedIssuer(t)
 	up := startStuckUpstream(t)
 	e := testkit.StartEdge(t, testkit.EdgeConfig(t, up.URL, iss.URL()))
 	tok := testkit.Token(t, iss.URL(), "free-deadline")
@@ -176,7 +176,7 @@ func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // call's second; the backend gets what is left, at most 900 ms.
 func TestTimeForwardedToTheBackendDeductsTheTimeSpentInTheEdge(t *testing.T) {
 	t.Parallel()
-	iss := testkit.StartIssuer(t)
+	iss := testkit.SharedIssuer(t)
 	up := startStuckUpstream(t)
 	slow := testkit.StartFaultProxy(t, testenv.RedisAddr(t))
 	cfg := testkit.EdgeConfig(t, up.URL, iss.URL())

@@ -56,7 +56,7 @@ func TestHTTP1StreamAnsweredBeforeItsBodyIsReadStaysWhole(t *testing.T) {
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
 
-	iss := testkit.StartIssuer(t)
+	iss := testkit.SharedIssuer(t)
 	e := testkit.StartEdge(t, testkit.EdgeConfig(t, "http://"+ln.Addr().String(), iss.URL()))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

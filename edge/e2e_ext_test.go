@@ -35,7 +35,7 @@ type stack struct {
 
 func startStack(t *testing.T, svc orgsvc.Config, change func(*config.Config)) (*stack, func(string) string) {
 	t.Helper()
-	iss := testkit.StartIssuer(t)
+	iss := testkit.SharedIssuer(t)
 	be := testkit.StartBackend(t, testkit.SQLite, iss.URL(), svc)
 	cfg := testkit.EdgeConfig(t, be.URL, iss.URL())
 	if change != nil {
@@ -404,7 +404,7 @@ func TestOversizedRequestIsResourceExhausted(t *testing.T) {
 
 func TestBackendDownIsUnavailable(t *testing.T) {
 	t.Parallel()
-	iss := testkit.StartIssuer(t)
+	iss := testkit.SharedIssuer(t)
 	// A port nobody listens on.
 	e := testkit.StartEdge(t, testkit.EdgeConfig(t, "http://127.0.0.1:1", iss.URL()))
 	for _, p := range testkit.Protocols {

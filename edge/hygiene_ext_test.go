@@ -64,7 +64,7 @@ func (u *recordingUpstream) last(t *testing.T) http.Header {
 
 func TestHostileAndHopByHopHeadersDoNotReachTheBackend(t *testing.T) {
 	t.Parallel()
-	iss := testkit.StartIssuer(t)
+	iss := testkit.SharedIssuer(t)
 	up := startRecordingUpstream(t)
 	e := testkit.StartEdge(t, testkit.EdgeConfig(t, up.URL, iss.URL()))
 	tok := testkit.Token(t, iss.URL(), "alice")
@@ -116,7 +116,7 @@ func TestHostileAndHopByHopHeadersDoNotReachTheBackend(t *testing.T) {
 
 func TestClientDeadlinesAreHonoredAndCapped(t *testing.T) {
 	t.Parallel()
-	iss := testkit.StartIssuer(t)
+	iss := testkit.SharedIssuer(t)
 	up := startRecordingUpstream(t)
 	cfg := testkit.EdgeConfig(t, up.URL, iss.URL())
 	cfg.Requests.MaxUnaryTimeout = 5 * time.Second

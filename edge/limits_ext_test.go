@@ -160,7 +160,7 @@ func tinyPlan(burst int) func(*config.Config) {
 func TestTwoEdgesSharingRedisAdmitWhatOneWould(t *testing.T) {
 	t.Parallel()
 	redisTargets(t, func(t *testing.T, useRedis func(*config.Config)) {
-		iss := testkit.StartIssuer(t)
+		iss := testkit.SharedIssuer(t)
 		be := testkit.StartBackend(t, testkit.SQLite, iss.URL(), orgsvc.Config{})
 		cfg := testkit.EdgeConfig(t, be.URL, iss.URL())
 		useRedis(cfg)
@@ -374,7 +374,7 @@ func TestTwentyStreamsPassTheTwentyFirstIsRefusedAndACrashedEdgeFreesThem(t *tes
 }
 
 func twentyStreamsAndACrash(t *testing.T, useRedis func(*config.Config)) {
-	iss := testkit.StartIssuer(t)
+	iss := testkit.SharedIssuer(t)
 	be := testkit.StartBackend(t, testkit.SQLite, iss.URL(), orgsvc.Config{ProvisionDelay: time.Hour})
 	cfg := testkit.EdgeConfig(t, be.URL, iss.URL())
 	useRedis(cfg)
@@ -490,7 +490,7 @@ func countRoundTrips(t *testing.T, s *stack, tok string) int {
 func TestRedisOutageFailOpenKeepsALocalShareFailClosedRefusesAndExactLimitsResume(t *testing.T) {
 	t.Parallel()
 	rs := testkit.StartRedisServer(t)
-	iss := testkit.StartIssuer(t)
+	iss := testkit.SharedIssuer(t)
 	be := testkit.StartBackend(t, testkit.SQLite, iss.URL(), orgsvc.Config{})
 	edgeWith := func(policy config.FailureMode) *testkit.Edge {
 		cfg := testkit.EdgeConfig(t, be.URL, iss.URL())

@@ -50,7 +50,7 @@ func TestEveryRedisUserKeepsItsPolicyPromiseWhenRedisIsDownOrStalled(t *testing.
 }
 
 func outageOfEveryRedisUser(t *testing.T, fault string) {
-	iss := testkit.StartIssuer(t)
+	iss := testkit.SharedIssuer(t)
 	be := testkit.StartBackend(t, testkit.SQLite, iss.URL(), orgsvc.Config{ProvisionDelay: time.Hour})
 	redis := testkit.StartFaultProxy(t, testenv.RedisAddr(t))
 	edgeWith := func(limits, idem config.FailureMode) *testkit.Edge {

@@ -85,7 +85,7 @@ func TestReplayedErrorIsCountedWithItsOwnCode(t *testing.T) {
 
 func TestAbandonedCallIsCanceledAndUnavailableNamesTheDependency(t *testing.T) {
 	t.Parallel()
-	iss := testkit.StartIssuer(t)
+	iss := testkit.SharedIssuer(t)
 	arrived := make(chan struct{}, 1)
 	release := make(chan struct{}) // ends the handlers at cleanup, whatever the edge did
 	slow := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -64,7 +64,7 @@ func (u *countingUpstream) received() (most int64, whole int) {
 func TestOversizedBodiesWithoutContentLengthAreRefusedAndNotForwarded(t *testing.T) {
 	t.Parallel()
 	const bound = 4 << 10
-	iss := testkit.StartIssuer(t)
+	iss := testkit.SharedIssuer(t)
 	up := startCountingUpstream(t)
 	cfg := testkit.EdgeConfig(t, up.URL, iss.URL())
 	cfg.Requests.MaxBodyBytes = bound
@@ -118,7 +118,7 @@ func TestOversizedBodiesWithoutContentLengthAreRefusedAndNotForwarded(t *testing
 // declared.
 func TestALyingContentLengthForwardsNoMoreThanDeclared(t *testing.T) {
 	t.Parallel()
-	iss := testkit.StartIssuer(t)
+	iss := testkit.SharedIssuer(t)
 	up := startCountingUpstream(t)
 	cfg := testkit.EdgeConfig(t, up.URL, iss.URL())
 	cfg.Requests.MaxBodyBytes = config.KiB * 4

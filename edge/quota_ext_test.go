@@ -133,7 +133,7 @@ func startOddUpstream(t *testing.T) string {
 
 func TestASuccessfulAnswerTheEdgeCannotReadKeepsItsReservationAndIsCounted(t *testing.T) {
 	t.Parallel()
-	iss := testkit.StartIssuer(t)
+	iss := testkit.SharedIssuer(t)
 	cfg := testkit.EdgeConfig(t, startOddUpstream(t), iss.URL())
 	e := testkit.StartEdge(t, cfg)
 	c := testkit.NewClients(e.URL, testkit.ConnectProto, testkit.Token(t, iss.URL(), "free-odd"))
@@ -204,7 +204,7 @@ func TestForcedDeletesGiveTheirEnvironmentsSlotsBackAtOnce(t *testing.T) {
 func TestAnEnvironmentDeletedAroundTheEdgeGivesItsSlotBackWithinTheReconcileInterval(t *testing.T) {
 	t.Parallel()
 	redisTargets(t, func(t *testing.T, useRedis func(*config.Config)) {
-		iss := testkit.StartIssuer(t)
+		iss := testkit.SharedIssuer(t)
 		be := testkit.StartBackend(t, testkit.SQLite, iss.URL(), orgsvc.Config{})
 		cfg := testkit.EdgeConfig(t, be.URL, iss.URL())
 		useRedis(cfg)
@@ -360,7 +360,7 @@ func TestARetriedCreateGetsItsReplayNotAQuotaOrRateRefusal(t *testing.T) {
 func TestEveryQuotaKeyInRedisExpires(t *testing.T) {
 	t.Parallel()
 	rs := testkit.StartRedisServer(t)
-	iss := testkit.StartIssuer(t)
+	iss := testkit.SharedIssuer(t)
 	be := testkit.StartBackend(t, testkit.SQLite, iss.URL(), orgsvc.Config{})
 	cfg := testkit.EdgeConfig(t, be.URL, iss.URL())
 	cfg.Redis.Addr = rs.Addr
@@ -479,7 +479,7 @@ func TestAStreamRefusedByTheStreamCapConsumesNoRate(t *testing.T) {
 
 func TestSettleQuotaReleasesAnEnvironmentDeletedAroundTheEdgeAtOnce(t *testing.T) {
 	t.Parallel()
-	iss := testkit.StartIssuer(t)
+	iss := testkit.SharedIssuer(t)
 	be := testkit.StartBackend(t, testkit.SQLite, iss.URL(), orgsvc.Config{})
 	cfg := testkit.EdgeConfig(t, be.URL, iss.URL())
 	cfg.Upstream.AdminURL = be.AdminURL

@@ -125,7 +125,7 @@ func requestsToday(t *testing.T, edgeURL, token string) int {
 func TestSentinelFailoverUnderLoadKeepsEveryCountRedisAcknowledgedBeforeIt(t *testing.T) {
 	t.Parallel()
 	set := startSentinelSet(t)
-	iss := testkit.StartIssuer(t)
+	iss := testkit.SharedIssuer(t)
 	be := testkit.StartBackend(t, testkit.SQLite, iss.URL(), orgsvc.Config{})
 	cfg := testkit.EdgeConfig(t, be.URL, iss.URL())
 	cfg.Redis.Addr = ""

@@ -149,7 +149,7 @@ func TestEdgeUsesRedisOverTLSAsAnACLUser(t *testing.T) {
 	t.Parallel()
 	p := newTestPKI(t)
 	rs := startTLSRedis(t, p)
-	iss := testkit.StartIssuer(t)
+	iss := testkit.SharedIssuer(t)
 	be := testkit.StartBackend(t, testkit.SQLite, iss.URL(), orgsvc.Config{})
 	edgeWith := func(change func(r *config.Redis)) *testkit.Edge {
 		cfg := testkit.EdgeConfig(t, be.URL, iss.URL())

@@ -44,7 +44,7 @@ func TestEdgeEnforcesEveryLimitFromRedisAsTheNarrowACLUser(t *testing.T) {
 			return c.Ping(ctx).Err()
 		},
 	})
-	iss := testkit.StartIssuer(t)
+	iss := testkit.SharedIssuer(t)
 	be := testkit.StartBackend(t, testkit.SQLite, iss.URL(), orgsvc.Config{})
 	cfg := testkit.EdgeConfig(t, be.URL, iss.URL())
 	cfg.Redis.Addr = rs.Addr

@@ -100,7 +100,7 @@ func (r *fullableRedis) empty(t *testing.T) {
 func TestGetUsageAnswersWhileRedisIsFull(t *testing.T) {
 	t.Parallel()
 	rs := startFullableRedis(t)
-	iss := testkit.StartIssuer(t)
+	iss := testkit.SharedIssuer(t)
 	be := testkit.StartBackend(t, testkit.SQLite, iss.URL(), orgsvc.Config{})
 	cfg := testkit.EdgeConfig(t, be.URL, iss.URL())
 	cfg.Redis.Addr = rs.Addr
@@ -150,7 +150,7 @@ func TestGetUsageAnswersWhileRedisIsFull(t *testing.T) {
 func TestAFreeSubjectNeverEndsWithMoreEnvironmentsThanItsQuotaWhenRedisFills(t *testing.T) {
 	t.Parallel()
 	rs := startFullableRedis(t)
-	iss := testkit.StartIssuer(t)
+	iss := testkit.SharedIssuer(t)
 	be := testkit.StartBackend(t, testkit.SQLite, iss.URL(), orgsvc.Config{})
 	up := testkit.StartFaultProxy(t, strings.TrimPrefix(be.URL, "http://"))
 	cfg := testkit.EdgeConfig(t, "http://"+up.Addr, iss.URL())

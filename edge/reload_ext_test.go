@@ -28,7 +28,7 @@ type policyStack struct {
 
 func startFromFile(t *testing.T, change func(*config.Config)) *policyStack {
 	t.Helper()
-	iss := testkit.StartIssuer(t)
+	iss := testkit.SharedIssuer(t)
 	be := testkit.StartBackend(t, testkit.SQLite, iss.URL(), orgsvc.Config{})
 	cfg := testkit.EdgeConfig(t, be.URL, iss.URL())
 	if change != nil {

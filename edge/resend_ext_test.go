@@ -110,7 +110,7 @@ func (b *sideEffectBackend) maybeCut() {
 // GetOrganization on the HTTP/1.1 leg is sent again and answered.
 func TestUpstreamCallThatMayHaveReachedTheBackendIsSentAgainOnlyIfReadOnly(t *testing.T) {
 	t.Parallel()
-	iss := testkit.StartIssuer(t)
+	iss := testkit.SharedIssuer(t)
 	b := &sideEffectBackend{}
 	mux := http.NewServeMux()
 	mux.Handle(svcv1connect.NewOrganizationServiceHandler(b))

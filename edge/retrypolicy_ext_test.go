@@ -22,7 +22,7 @@ import (
 // headers came before its status (it made 1 attempt).
 func TestAGRPCRetryPolicyRetriesTheEdgesUnavailable(t *testing.T) {
 	t.Parallel()
-	iss := testkit.StartIssuer(t)
+	iss := testkit.SharedIssuer(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

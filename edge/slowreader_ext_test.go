@@ -53,7 +53,7 @@ func startFloodingUpstream(t *testing.T) string {
 // writes each stream ends, its lease is freed, and the goroutines go.
 // A stream whose backend is merely idle is not ended.
 func TestClientsThatStopReadingHoldBoundedMemoryAndTheirStreamsEnd(t *testing.T) {
-	iss := testkit.StartIssuer(t)
+	iss := testkit.SharedIssuer(t)
 	up := startFloodingUpstream(t)
 	cfg := testkit.EdgeConfig(t, up, iss.URL())
 	const stall = 3 * time.Second

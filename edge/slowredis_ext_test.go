@@ -50,7 +50,7 @@ func TestProductionRedisDeadlineUnderInjectedLatencyAndLoad(t *testing.T) {
 	for _, policy := range []config.FailureMode{config.FailOpen, config.FailClosed} {
 		t.Run(string(policy), func(t *testing.T) {
 			t.Parallel()
-			iss := testkit.StartIssuer(t)
+			iss := testkit.SharedIssuer(t)
 			redis := testkit.StartFaultProxy(t, testenv.RedisAddr(t))
 			cfg := testkit.EdgeConfig(t, startOKUpstream(t), iss.URL())
 			cfg.Redis.Addr = redis.Addr

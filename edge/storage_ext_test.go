@@ -21,7 +21,7 @@ import (
 func TestEveryKeyTheEdgeWritesExpires(t *testing.T) {
 	t.Parallel()
 	rs := testkit.StartRedisServer(t)
-	iss := testkit.StartIssuer(t)
+	iss := testkit.SharedIssuer(t)
 	be := testkit.StartBackend(t, testkit.SQLite, iss.URL(), orgsvc.Config{})
 	cfg := testkit.EdgeConfig(t, be.URL, iss.URL())
 	cfg.Redis.Addr = rs.Addr

@@ -57,7 +57,7 @@ func startTracedStack(t *testing.T, svc orgsvc.Config, change func(*config.Confi
 	s := &tracedStack{spans: exp, edgeLog: &logBuffer{}, backLog: &logBuffer{}}
 	debug := &slog.HandlerOptions{Level: slog.LevelDebug}
 
-	iss := testkit.StartIssuer(t)
+	iss := testkit.SharedIssuer(t)
 	svc.TracerProvider = tp
 	svc.Logger = slog.New(slog.NewJSONHandler(s.backLog, debug))
 	s.backend = testkit.StartBackend(t, testkit.SQLite, iss.URL(), svc)
@@ -283,7 +283,7 @@ func TestWithTracingOffTheClientsTraceparentReachesTheBackendUntouched(t *testin
 	exp := tracetest.NewInMemoryExporter()
 	backendTP := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	t.Cleanup(func() { _ = backendTP.Shutdown(t.Context()) })
-	iss := testkit.StartIssuer(t)
+	iss := testkit.SharedIssuer(t)
 	backend := testkit.StartBackend(t, testkit.SQLite, iss.URL(), orgsvc.Config{TracerProvider: backendTP})
 	edgeLog := &logBuffer{}
 	e := testkit.StartEdgeWith(t, testkit.EdgeConfig(t, backend.URL, iss.URL()), testkit.EdgeOptions{

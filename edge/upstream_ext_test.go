@@ -98,7 +98,7 @@ func (b *countingBackend) kill() (inflight, conns int) {
 
 func startThreeBackends(t *testing.T) ([]*countingBackend, *testkit.Edge, string) {
 	t.Helper()
-	iss := testkit.StartIssuer(t)
+	iss := testkit.SharedIssuer(t)
 	var bes []*countingBackend
 	var urls []string
 	for range 3 {
@@ -245,7 +245,7 @@ func TestUpstreamKilledBackendCostsOnlyItsCallsInFlight(t *testing.T) {
 // A backend address that refuses connections from the start costs no call.
 func TestUpstreamRefusedConnectionGoesToAnotherBackend(t *testing.T) {
 	t.Parallel()
-	iss := testkit.StartIssuer(t)
+	iss := testkit.SharedIssuer(t)
 	live := startCountingBackend(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

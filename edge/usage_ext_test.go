@@ -16,7 +16,7 @@ const getUsage = "/svc.v1.UsageService/GetUsage"
 func TestGetUsageErrorsReachJSONCallersInTheSpecShape(t *testing.T) {
 	t.Parallel()
 	rs := testkit.StartRedisServer(t)
-	iss := testkit.StartIssuer(t)
+	iss := testkit.SharedIssuer(t)
 	be := testkit.StartBackend(t, testkit.SQLite, iss.URL(), orgsvc.Config{})
 	cfg := testkit.EdgeConfig(t, be.URL, iss.URL())
 	cfg.Redis.Addr = rs.Addr // fail_open: the call is admitted, its usage cannot be read

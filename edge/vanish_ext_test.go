@@ -50,7 +50,7 @@ func startSlowAnswerBackend(t *testing.T, h http.Handler, suffix string, ran cha
 // JSON) and HTTP/2 (gRPC), each with a real client that cancels.
 func TestACallerThatLeavesAfterTheBackendRanGetsTheReplayOnRetry(t *testing.T) {
 	t.Parallel()
-	iss := testkit.StartIssuer(t)
+	iss := testkit.SharedIssuer(t)
 	be := testkit.StartBackend(t, testkit.SQLite, iss.URL(), orgsvc.Config{})
 	ran := make(chan struct{}, 16)
 	e := testkit.StartEdge(t, testkit.EdgeConfig(t, startSlowAnswerBackend(t, be.Service.Handler(), "/CreateOrganization", ran), iss.URL()))

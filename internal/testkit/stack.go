@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -31,6 +32,32 @@ func StartIssuer(t testing.TB) *devissuer.Server {
 	}
 	t.Cleanup(func() { _ = s.Close() })
 	return s
+}
+
+// Issuer is what a test may ask of the shared issuer: its URL, to verify
+// its tokens and to get them with Token.
+type Issuer interface{ URL() string }
+
+var shared struct {
+	once sync.Once
+	srv  *devissuer.Server
+	err  error
+}
+
+// SharedIssuer returns the development issuer (the development fixtures) of
+// the whole test binary, started at its first use and left running until
+// the process ends. Its tokens and keys are what every stack test of a
+// package needs, and each issuer generates an RSA key, which costs a race
+// build about a tenth of a second of CPU: one is enough. It gives its URL
+// only; a test that rotates or retires keys, mints tokens, counts what the
+// issuer serves or stops it starts one of its own with StartIssuer.
+func SharedIssuer(t testing.TB) Issuer {
+	t.Helper()
+	shared.once.Do(func() { shared.srv, shared.err = devissuer.Start("127.0.0.1:0", devissuer.DefaultConfig()) })
+	if shared.err != nil {
+		t.Fatalf("start the shared issuer: %v", shared.err)
+	}
+	return shared.srv
 }
 
 // SlowIssuer is a development issuer whose discovery document answers
