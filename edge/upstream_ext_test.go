@@ -164,7 +164,7 @@ func TestUpstreamSpreadsCallsOverEveryBackend(t *testing.T) {
 			for i, b := range bes {
 				before[i] = b.calls.Load()
 			}
-			if errs := callMany(ctxT(t), testkit.NewClients(e.URL, p, token).Org, 600, 6); len(errs) > 0 {
+			if errs := callMany(ctxT(t), testkit.NewClients(e.URL, p, token).Org, 300, 6); len(errs) > 0 {
 				t.Fatalf("%d calls failed, first: %v", len(errs), errs[0])
 			}
 			counts := make([]int64, len(bes))
@@ -214,7 +214,7 @@ func TestUpstreamKilledBackendCostsOnlyItsCallsInFlight(t *testing.T) {
 	}
 	inflight, conns := bes[1].kill()
 	after := []int64{bes[0].calls.Load(), bes[2].calls.Load()}
-	for deadline := time.Now().Add(20 * time.Second); bes[0].calls.Load()+bes[2].calls.Load() < after[0]+after[1]+600; {
+	for deadline := time.Now().Add(20 * time.Second); bes[0].calls.Load()+bes[2].calls.Load() < after[0]+after[1]+300; {
 		if time.Now().After(deadline) {
 			t.Fatal("the other backends get no calls after the kill")
 		}
