@@ -27,12 +27,15 @@ import (
 )
 
 // redisTargets runs a limits test against one Redis and against the
-// three-master cluster.
+// three-master cluster, side by side: each run has a stack of its own and
+// its own key prefix.
 func redisTargets(t *testing.T, test func(t *testing.T, useRedis func(*config.Config))) {
 	t.Run("redis", func(t *testing.T) {
+		t.Parallel()
 		test(t, func(*config.Config) {}) // testkit.EdgeConfig's default
 	})
 	t.Run("cluster", func(t *testing.T) {
+		t.Parallel()
 		addrs := strings.Split(os.Getenv(testenv.RedisClusterAddrsVar), ",")
 		testenv.RedisCluster(t) // skips or fails without one
 		test(t, func(c *config.Config) { c.Redis.Addr, c.Redis.ClusterAddrs = "", addrs })
