@@ -122,7 +122,7 @@ func TestAReloadRacingAWriterNeverAppliesAHalfWrittenPolicy(t *testing.T) {
 		rng := rand.New(rand.NewPCG(1, 2))
 		for i := range 6 {
 			writeInPlace(t, s.path, policy(1+i%2), rng)
-			time.Sleep(600 * time.Millisecond) // the file rests whole
+			time.Sleep(200 * time.Millisecond) // the file rests whole: forty of the edge's 5ms polls
 		}
 	})
 	wg.Go(func() {
