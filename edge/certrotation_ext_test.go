@@ -9,7 +9,6 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
-	"io"
 	"math/big"
 	"net"
 	"net/http"
@@ -89,15 +88,7 @@ func (v *secretVolume) rotate(t *testing.T, certPEM, keyPEM []byte) {
 // the certificate the connection was served.
 func servedName(t *testing.T, c *http.Client, url, token string) (int, string) {
 	t.Helper()
-	r, _ := http.NewRequest("POST", url+listOrgs, strings.NewReader("{}"))
-	r.Header.Set("Content-Type", "application/json")
-	r.Header.Set("Authorization", "Bearer "+token)
-	res, err := c.Do(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	_, _ = io.Copy(io.Discard, res.Body)
+	res, _ := jsonCallWith(t, c, nil, url, token, listOrgs, "{}")
 	return res.StatusCode, res.TLS.PeerCertificates[0].Subject.CommonName
 }
 
