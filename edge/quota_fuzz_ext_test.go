@@ -37,7 +37,7 @@ type fuzzSubject struct {
 }
 
 func startQuotaWorld(f *testing.F) *quotaWorld {
-	iss := testkit.StartIssuer(f)
+	iss := testkit.SharedIssuer(f)
 	be := testkit.StartBackend(f, testkit.SQLite, iss.URL(), orgsvc.Config{})
 	cfg := testkit.EdgeConfig(f, be.URL, iss.URL())
 	cfg.Upstream.AdminURL = be.AdminURL

@@ -57,7 +57,7 @@ type stack struct {
 
 func newStack(t *testing.T) *stack {
 	t.Helper()
-	iss := testkit.StartIssuer(t)
+	iss := testkit.SharedIssuer(t)
 	be := testkit.StartBackend(t, testkit.SQLite, iss.URL(), orgsvc.Config{})
 	v, err := identity.NewVerifier(identity.Config{IssuerURL: iss.URL(), Audience: devissuer.DefaultAudience})
 	if err != nil {

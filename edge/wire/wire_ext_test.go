@@ -56,7 +56,7 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 func TestUnaryMessageReadsSuccessInEveryProtocolAndSeesFailures(t *testing.T) {
-	iss := testkit.StartIssuer(t)
+	iss := testkit.SharedIssuer(t)
 	be := testkit.StartBackend(t, testkit.SQLite, iss.URL(), orgsvc.Config{})
 	tok := testkit.Token(t, iss.URL(), "carol")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -110,7 +110,7 @@ func TestUnaryMessageReadsSuccessInEveryProtocolAndSeesFailures(t *testing.T) {
 }
 
 func TestUnaryMessageReadsGzipAnswersInEveryProtocol(t *testing.T) {
-	iss := testkit.StartIssuer(t)
+	iss := testkit.SharedIssuer(t)
 	be := testkit.StartBackend(t, testkit.SQLite, iss.URL(), orgsvc.Config{})
 	tok := testkit.Token(t, iss.URL(), "carol")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
