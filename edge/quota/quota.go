@@ -101,6 +101,9 @@ type Options struct {
 	// themselves within it. Open streams renew every third of it. A period
 	// under 3ms takes the default.
 	LeasePeriod time.Duration
+	// Renewals is told each lease renewal round's outcome (Streams; default
+	// none).
+	Renewals RenewalObserver
 }
 
 // settings are Options with the defaults filled in, and the seams this
@@ -114,6 +117,7 @@ type settings struct {
 	now            func() time.Time
 	reservationTTL time.Duration
 	recordTTL      time.Duration
+	renewals       RenewalObserver
 }
 
 func newSettings(o Options) settings {
@@ -126,6 +130,7 @@ func newSettings(o Options) settings {
 		now:            time.Now,
 		reservationTTL: DefaultReservationTTL,
 		recordTTL:      DefaultRecordTTL,
+		renewals:       nopRenewalObserver{},
 	}
 	if o.Timeout > 0 {
 		s.timeout = o.Timeout
@@ -135,6 +140,9 @@ func newSettings(o Options) settings {
 	}
 	if o.LeasePeriod >= 3*time.Millisecond {
 		s.leasePeriod = o.LeasePeriod
+	}
+	if o.Renewals != nil {
+		s.renewals = o.Renewals
 	}
 	return s
 }

@@ -148,3 +148,66 @@ func (l *logs) count(substr string) int { return strings.Count(l.String(), subst
 // deadlines: a loaded CI machine running -race can take longer than the
 // production 50ms to answer, even from miniredis.
 const redisDeadline = 2 * time.Second
+
+// renewals is a quota.RenewalObserver that keeps each renewal round's
+// report for the test; it never blocks the renewer.
+type renewals struct {
+	mu   sync.Mutex
+	got  []round
+	read int
+	more chan struct{}
+}
+
+// round is one renewal round's report.
+type round struct{ renewed, lost, failed int }
+
+func newRenewals() *renewals { return &renewals{more: make(chan struct{}, 1)} }
+
+func (r *renewals) LeaseRenewals(renewed, lost, failed int) {
+	r.mu.Lock()
+	r.got = append(r.got, round{renewed, lost, failed})
+	r.mu.Unlock()
+	select {
+	case r.more <- struct{}{}:
+	default:
+	}
+}
+
+// next returns the next round's report.
+func (r *renewals) next(t *testing.T) round {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		if rds := r.unread(1); len(rds) == 1 {
+			return rds[0]
+		}
+		select {
+		case <-r.more:
+		case <-timeout:
+			t.Fatal("no renewal round reported")
+		}
+	}
+}
+
+// unread returns up to n reports not read yet (n < 0: all of them).
+func (r *renewals) unread(n int) []round {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rds := r.got[r.read:]
+	if n >= 0 && len(rds) > n {
+		rds = rds[:n]
+	}
+	r.read += len(rds)
+	return rds
+}
+
+// round makes the leases renew once and returns the round's report.
+func (tk ticker) round(t *testing.T, r *renewals) round {
+	t.Helper()
+	select {
+	case tk <- time.Now():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the renewer does not take ticks")
+	}
+	return r.next(t)
+}
