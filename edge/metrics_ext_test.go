@@ -55,6 +55,7 @@ func TestEveryMetricIsExportedByTheEdgeAndTheBackendAfterTraffic(t *testing.T) {
 		"edge_build_info", "edge_limit_decisions_total", "edge_redis_breaker_state", "edge_fail_open_active",
 		"edge_redis_calls_total", "edge_redis_errors_total", "edge_redis_round_trips_total", "edge_idempotency_total",
 		"edge_upstream_duration_seconds", "edge_quota_reservations_total", "edge_open_streams", "edge_stream_leases_held",
+		"edge_stream_lease_renewals_total", "edge_stream_lease_renewal_rounds_total",
 		"edge_redis_duration_seconds", "edge_inflight_requests",
 		"edge_redis_breaker_opens_total", "edge_fail_open_decisions_total", "edge_limits_unavailable_total",
 		"go_goroutines", "process_cpu_seconds_total",

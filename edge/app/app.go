@@ -144,6 +144,8 @@ func New(cfg *config.Config, log *slog.Logger, version string, opts ...Option) (
 	})
 	quotas := quota.Options{KeyPrefix: cfg.Redis.KeyPrefix, Timeout: callTimeout, Logger: log, LeasePeriod: cfg.Limits.StreamLease}
 	envs := quota.NewEnvironments(a.redis, quotas)
+	streamOpts := quotas
+	streamOpts.Renewals = observe.NewLeaseRenewals(reg)
 	metrics := observe.NewMetrics(reg, auth, rates, version)
 	metrics.SampleCanceledLines(cfg.Log.CanceledPerSecond)
 	if cfg.Upstream.AdminURL != "" {
@@ -151,7 +153,7 @@ func New(cfg *config.Config, log *slog.Logger, version string, opts ...Option) (
 	}
 	step := limits.New(limits.NewLive(cfg), limits.Options{
 		Rates:          rates,
-		Streams:        quota.NewStreams(a.redis, quotas),
+		Streams:        quota.NewStreams(a.redis, streamOpts),
 		Envs:           envs,
 		OnRedisFailure: cfg.Limits.OnRedisFailure,
 		Reconciler:     a.reconciler,
