@@ -332,3 +332,36 @@ func TestWholeAnswerCallsForwardOnlyEndToEndHeaders(t *testing.T) {
 		}
 	}
 }
+
+// A stream's messages larger than its copy buffer reach the client whole
+// and in order.
+func TestStreamMessagesLargerThanTheStreamBufferPassWhole(t *testing.T) {
+	msgs := []string{strings.Repeat("a", 100<<10), "b", strings.Repeat("c", 3000)}
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for _, m := range msgs {
+			_, _ = io.WriteString(w, m)
+			w.(http.Flusher).Flush()
+		}
+	}))
+	defer up.Close()
+	u, err := url.Parse(up.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := proxy.New(proxy.Options{Upstream: u, Transport: unaryPool(t, up.URL), Stream: func(*http.Request) bool { return true }})
+	edge := httptest.NewServer(p)
+	defer edge.Close()
+
+	res, err := http.Get(edge.URL + "/svc.v1.EnvironmentService/WatchEnvironment")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	got, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := strings.Join(msgs, ""); string(got) != want {
+		t.Errorf("got %d bytes, want %d: the messages did not pass whole and in order", len(got), len(want))
+	}
+}

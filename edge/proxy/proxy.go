@@ -133,15 +133,19 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(res.StatusCode)
 	var to io.Writer = w
-	if res.ContentLength == -1 || p.isStream(r) {
+	pool := buffers
+	if stream := p.isStream(r); res.ContentLength == -1 || stream {
 		// Each message as it comes: a gRPC answer or a stream.
 		rc := http.NewResponseController(w)
 		_ = rc.Flush()
 		to = flushWriter{w, rc}
+		if stream {
+			pool = streamBuffers
+		}
 	}
-	buf := buffers.Get()
+	buf := pool.Get()
 	_, err = io.CopyBuffer(to, res.Body, buf)
-	buffers.Put(buf)
+	pool.Put(buf)
 	_ = res.Body.Close()
 	if err != nil {
 		// The answer is cut: the client must not take it for whole.
@@ -249,6 +253,14 @@ func IsGRPC(r *http.Request) bool {
 // buffers are the copy buffers of the proxies: without a pool, ReverseProxy
 // allocates 32 KiB per call.
 var buffers = &bufferPool{pool: sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}}
+
+// streamBuffers are the copy buffers of streams. A stream holds its buffer
+// while it waits for the backend's next message, for as long as it is open
+// (an hour), so its buffer is sized for a stream's messages (a
+// WatchEnvironment message is a few hundred bytes), not for a large answer:
+// 32 KiB per open stream was most of the edge's memory per stream. A
+// larger message is copied in several reads, each flushed as it comes.
+var streamBuffers = &bufferPool{pool: sync.Pool{New: func() any { b := make([]byte, 2<<10); return &b }}}
 
 type bufferPool struct{ pool sync.Pool }
 
