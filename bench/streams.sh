@@ -1,0 +1,63 @@
+#!/bin/bash
+# streams.sh: ten thousand WatchEnvironment streams on one edge replica
+# (docs/benchmarks.md, "Ten thousand streams"). One command, run as root
+# from the repository's root:
+#
+#   bench/streams.sh [RUNS]   (default 3; N=10000 SUBJECTS=100 HOLD=60s
+#                              CHURN_RATE=1000 CHURN_FOR=20s DIR=/tmp/bench-streams)
+#
+# Each run starts, in a network namespace of its own (so that the development
+# ports 8080, 8081, 8082, 9090 are free), a fresh redis-server on 6399, the
+# development stack on it (edge -dev: its backend and issuer) and a
+# standalone edge with bench/edge-streams.yaml (200 streams per subject, a
+# 15 s lease), then bench/cmd/streams: N streams held across SUBJECTS
+# subjects for HOLD (memory per stream, renewals counted, Redis commands and
+# CPU), then CHURN_RATE streams opened and closed a second for CHURN_FOR on
+# 100 other subjects. Results go to $DIR/run-<i>.txt, with `uptime` before
+# and after.
+set -euo pipefail
+RUNS=${1:-3}
+export N=${N:-10000} SUBJECTS=${SUBJECTS:-100} HOLD=${HOLD:-60s} CHURN_RATE=${CHURN_RATE:-1000} CHURN_FOR=${CHURN_FOR:-20s}
+export DIR=${DIR:-/tmp/bench-streams}
+root=$(cd "$(dirname "$0")/.." && pwd)
+
+if [ -z "${STREAMS_NS:-}" ]; then
+  mkdir -p "$DIR/bin"
+  (cd "$root" && go build -o "$DIR/bin/edge" ./cmd/edge && go build -o "$DIR/bin/streams" ./bench/cmd/streams)
+  ns=edge-streams-$$
+  ip netns add "$ns"
+  trap 'ip netns delete "$ns"' EXIT
+  ip netns exec "$ns" ip link set lo up
+  STREAMS_NS=$ns ip netns exec "$ns" "$0" "$RUNS"
+  exit
+fi
+
+# Inside the namespace: every process below is this shell's child.
+ulimit -n "$(ulimit -Hn)" # HTTP/2 multiplexes streams on few connections; this is headroom
+pids=()
+trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait' EXIT
+echo "machine: nproc $(nproc), kernel $(uname -r), $(redis-server --version), commit $(git -C "$root" rev-parse --short HEAD)" | tee "$DIR/machine.txt"
+for i in $(seq 1 "$RUNS"); do
+  redis-server --port 6399 --bind 127.0.0.1 --save '' --appendonly no > "$DIR/redis-$i.log" 2>&1 &
+  redis=$!
+  pids+=("$redis")
+  until redis-cli -p 6399 ping > /dev/null 2>&1; do sleep 0.1; done
+  EDGE_REDIS_ADDR=127.0.0.1:6399 "$DIR/bin/edge" -dev > "$DIR/dev-$i.out" 2> "$DIR/dev-$i.err" &
+  dev=$!
+  pids+=("$dev")
+  until curl -sf -o /dev/null http://127.0.0.1:9090/readyz; do sleep 0.2; done
+  "$DIR/bin/edge" -config "$root/bench/edge-streams.yaml" > "$DIR/edge-$i.out" 2> "$DIR/edge-$i.err" &
+  edge=$!
+  pids+=("$edge")
+  until curl -sf -o /dev/null http://127.0.0.1:19190/readyz; do sleep 0.2; done
+  {
+    echo "== run $i: N=$N SUBJECTS=$SUBJECTS HOLD=$HOLD CHURN_RATE=$CHURN_RATE CHURN_FOR=$CHURN_FOR"
+    echo "uptime before: $(uptime)"
+    "$DIR/bin/streams" -n "$N" -subjects "$SUBJECTS" -hold "$HOLD" -churn-rate "$CHURN_RATE" -churn-for "$CHURN_FOR" -run "r$i-$$" \
+      -heap-profile "$DIR/heap-$i.pprof"
+    echo "edge RSS at the end: $(ps -o rss= -p "$edge") KiB; uptime after: $(uptime)"
+  } | tee "$DIR/run-$i.txt"
+  kill "$edge" "$dev" "$redis"
+  wait "$edge" "$dev" "$redis" || true
+  pids=()
+done
