@@ -196,6 +196,7 @@ func (s *Server) serve(w *call.Recorder, r *http.Request, c classify.Call, probl
 	}
 	// Bound the body in time (from now: its headers are in) and in size.
 	body := reqbody.Bound(w, r, c.Streaming, s.bodies)
+	defer body.End()
 
 	// One policy for the whole call, even if a reload swaps it meanwhile.
 	pol := s.limits.Live()

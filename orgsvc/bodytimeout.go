@@ -25,6 +25,7 @@ const reasonBodyTimeout = "REQUEST_BODY_TIMEOUT"
 func boundBodies(h http.Handler, d time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if b := bodydeadline.Unary(w, r, d); b != nil {
+			defer b.End()
 			r.Body = timeoutBody{b, d, strings.Trim(pathService(r.URL.Path), "/")}
 		}
 		h.ServeHTTP(w, r)

@@ -67,6 +67,15 @@ func Bound(w http.ResponseWriter, r *http.Request, streaming bool, o Options) *B
 	return b
 }
 
+// End is called when the call's handler returns: a read of the body
+// after it (by the proxy's transport) no longer touches the finished
+// call's ResponseWriter. Safe on a nil Body.
+func (b *Body) End() {
+	if b != nil {
+		b.timed.End()
+	}
+}
+
 // Cut reports whether the edge cut the body: it passed its size bound or
 // missed its deadline. Safe from any goroutine (the proxy reads the body in
 // the transport's); false on a nil Body.

@@ -16,6 +16,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -41,6 +42,13 @@ type Body struct {
 	over  bool // the deadline is cleared for good
 
 	env wire.Frames // a stream's envelopes
+
+	// mu orders the deadline's changes with End: the body may be read
+	// (by a proxy's transport) after the handler returned, when the
+	// server's ResponseWriter no longer takes a deadline (x/net's HTTP/2
+	// server dereferences a nil stream then).
+	mu    sync.Mutex
+	ended bool
 }
 
 // Unary bounds the whole body of r: it must be in within timeout from now.
@@ -109,6 +117,11 @@ func (b *Body) Read(p []byte) (int, error) {
 }
 
 func (b *Body) set() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ended {
+		return
+	}
 	due := time.Now().Add(b.timeout)
 	if b.rc.SetReadDeadline(due) == nil {
 		b.due.Store(due.UnixNano())
@@ -117,8 +130,26 @@ func (b *Body) set() {
 
 // unset clears the deadline until the next set.
 func (b *Body) unset() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	b.due.Store(0)
-	_ = b.rc.SetReadDeadline(time.Time{})
+	if !b.ended {
+		_ = b.rc.SetReadDeadline(time.Time{})
+	}
+}
+
+// End is called by the handler that bounded the body, before it returns:
+// later reads (a proxy's transport may still read the body after the
+// handler ended, e.g. when the client reset a stream) change no deadline
+// of the ResponseWriter, which is no longer the handler's. Safe from any
+// goroutine, and on a nil Body.
+func (b *Body) End() {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	b.ended = true
+	b.mu.Unlock()
 }
 
 func (b *Body) clear() {
