@@ -76,11 +76,14 @@ return lost
 `)
 
 // Bounds of one renewal round: ids per script (Lua's unpack takes a few
-// thousand values at most) and scripts per pipeline (so that neither the
-// edge's nor Redis's buffers grow with the number of subjects).
+// thousand values at most) and leases per pipeline. A pipeline's answers
+// must all be read within one round trip's socket deadline (redis.timeout,
+// 50 ms by default): a pipeline of 10,000 leases missed it on a loaded
+// machine and failed whole, every round. A thousand take Redis about a
+// millisecond.
 const (
-	maxRenewIDs     = 500
-	maxRenewScripts = 1000
+	maxRenewIDs          = 500
+	maxRenewsPerPipeline = 1000
 )
 
 // RenewalObserver is told the outcome of each renewal round: how many
@@ -101,11 +104,12 @@ func (nopRenewalObserver) LeaseRenewals(int, int, int) {}
 // use.
 //
 // One renewer per Streams renews every open lease each third of the lease
-// period, in one pipeline of one script per subject (a go-redis
-// ClusterClient sends it to each node in parallel): Redis work grows with
-// open streams divided by the period, round trips stay one per node and
-// round, and an open stream holds no goroutine or timer of its own. The
-// renewer runs only while leases are open.
+// period, in pipelines of one script per subject, a thousand leases each (a
+// go-redis ClusterClient sends each node its part in parallel): Redis work
+// grows with open streams divided by the period, round trips with open
+// streams / 1,000 per node and round, and an open stream holds no
+// goroutine or timer of its own. The renewer runs only while leases are
+// open.
 type Streams struct {
 	rdb  redis.UniversalClient
 	opts settings
@@ -188,8 +192,8 @@ func (s *Streams) renewer(stop <-chan struct{}, ticks <-chan time.Time, stopTick
 	}
 }
 
-// renewAll renews every open lease, in one pipeline (a few for many
-// subjects), and reports the round.
+// renewAll renews every open lease, in one pipeline per thousand leases,
+// and reports the round.
 func (s *Streams) renewAll() {
 	s.round.Lock()
 	defer s.round.Unlock()
@@ -252,9 +256,14 @@ func (s *Streams) renew(bySubject map[string][]string) (renewed, lost, failed in
 		}
 	}
 	period := s.opts.leasePeriod.Milliseconds()
-	for start := 0; start < len(all.keys); start += maxRenewScripts {
-		end := min(start+maxRenewScripts, len(all.keys))
+	for start := 0; start < len(all.keys); {
+		end, leases := start, 0
+		for end < len(all.keys) && (end == start || leases+len(all.ids[end]) <= maxRenewsPerPipeline) {
+			leases += len(all.ids[end])
+			end++
+		}
 		part := renewScripts{keys: all.keys[start:end], ids: all.ids[start:end]}
+		start = end
 		_ = s.opts.callBulk(context.Background(), func(ctx context.Context) error {
 			for i, res := range s.runRenewals(ctx, part, period) {
 				n, rerr := res.Int64()
