@@ -11,7 +11,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -30,7 +29,6 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/redis/go-redis/v9"
-	"golang.org/x/net/http2"
 
 	svcv1 "github.com/orgedge/edge/gen/svc/v1"
 	"github.com/orgedge/edge/gen/svc/v1/svcv1connect"
@@ -77,11 +75,11 @@ func (b *bench) main() error {
 	ctx := context.Background()
 	// One HTTP/2 transport: it opens another connection whenever the
 	// edge's 250 streams per connection are taken.
-	b.hc = &http.Client{Transport: &http2.Transport{
-		AllowHTTP: true,
-		DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
-			return (&net.Dialer{Timeout: 5 * time.Second}).DialContext(ctx, network, addr)
-		},
+	var h2c http.Protocols
+	h2c.SetUnencryptedHTTP2(true)
+	b.hc = &http.Client{Transport: &http.Transport{
+		Protocols:   &h2c,
+		DialContext: (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
 	}}
 	b.env = svcv1connect.NewEnvironmentServiceClient(b.hc, b.edge, connect.WithGRPC())
 	b.rdb = redis.NewClient(&redis.Options{Addr: b.redisAddr})
