@@ -1,7 +1,6 @@
 package apierror
 
 import (
-	"encoding/base64"
 	"errors"
 	"net/http"
 	"strconv"
@@ -195,29 +194,33 @@ func writeJSON(w http.ResponseWriter, err *connect.Error) {
 	_, _ = w.Write(marshalError(err))
 }
 
-// marshalError returns the specification's JSON body for err.
+// marshalError returns the specification's JSON body for err: the bytes
+// object.marshal writes for its code, message and details, appended in one
+// buffer (each part is already compact).
 func marshalError(err *connect.Error) []byte {
-	body := object{
-		{"code", quote(err.Code().String())},
-		{"message", quote(err.Message())},
+	ds := err.Details()
+	details := make([][]byte, len(ds))
+	size := 64 + len(err.Message())
+	for i, d := range ds {
+		details[i] = detailJSONOf(d.Type(), d.Bytes())
+		size += len(details[i]) + 1
 	}
-	if ds := err.Details(); len(ds) > 0 {
-		details := make([][]byte, len(ds))
-		for i, d := range ds {
-			value := d.Bytes()
-			detail := object{
-				{"type", quote(d.Type())},
-				// Unpadded, as connect-go writes it.
-				{"value", quote(base64.RawStdEncoding.EncodeToString(value))},
+	b := make([]byte, 0, size)
+	b = append(b, `{"code":`...)
+	b = append(b, quote(err.Code().String())...)
+	b = append(b, `,"message":`...)
+	b = append(b, quote(err.Message())...)
+	if len(ds) > 0 {
+		b = append(b, `,"details":[`...)
+		for i, d := range details {
+			if i > 0 {
+				b = append(b, ',')
 			}
-			if flat, ok := withAny(detail, d.Type(), value); ok {
-				detail = flat
-			}
-			details[i] = detail.marshal()
+			b = append(b, d...)
 		}
-		body = append(body, member{"details", marshalArray(details)})
+		b = append(b, ']')
 	}
-	return body.marshal()
+	return append(b, '}')
 }
 
 // httpStatus is connect-go's connectCodeToHTTP (protocol_connect.go,
