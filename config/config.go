@@ -98,6 +98,14 @@ type Listen struct {
 	// is closed (GOAWAY) (HTTP/2 rapid reset, CVE-2023-44487). Default
 	// 100; 0: no bound.
 	MaxResetsPerConnection int `yaml:"max_resets_per_connection"`
+	// MaxEarlyCalls: after a connection's answer told its client to wait
+	// (Retry-After), a call with the same token before the time is up is
+	// early; past this many early calls in a row, the connection's early
+	// calls are held until the time (at most MaxEarlyCallHold), then
+	// served. Default 50; 0: none is held.
+	MaxEarlyCalls int `yaml:"max_early_calls"`
+	// MaxEarlyCallHold bounds how long one early call is held. Default 1m.
+	MaxEarlyCallHold time.Duration `yaml:"max_early_call_hold"`
 }
 
 // ClientAddress names the header a trusted proxy in front of the edge sets

@@ -24,6 +24,8 @@ func Default() *Config {
 			HTTP2IdleTimeout:         5 * time.Second,
 			MaxConnectionsPerAddress: 256,
 			MaxResetsPerConnection:   100,
+			MaxEarlyCalls:            50,
+			MaxEarlyCallHold:         time.Minute,
 		},
 		Admin: Admin{
 			Addr: "127.0.0.1:9090",

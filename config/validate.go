@@ -51,6 +51,8 @@ func (c *Config) Validate() error {
 	checkPositive(&p, "listen.http2_idle_timeout", c.Listen.HTTP2IdleTimeout)
 	checkNotNegative(&p, "listen.max_connections_per_address", c.Listen.MaxConnectionsPerAddress)
 	checkNotNegative(&p, "listen.max_resets_per_connection", c.Listen.MaxResetsPerConnection)
+	checkNotNegative(&p, "listen.max_early_calls", c.Listen.MaxEarlyCalls)
+	checkPositive(&p, "listen.max_early_call_hold", c.Listen.MaxEarlyCallHold)
 	for i, e := range c.Listen.ConnectionBoundExempt {
 		if _, err := ParsePrefix(e); err != nil {
 			p.add(fmt.Sprintf("listen.connection_bound_exempt[%d]", i), "%q is not an IP address or CIDR prefix", e)

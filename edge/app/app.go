@@ -208,7 +208,11 @@ func New(cfg *config.Config, log *slog.Logger, version string, opts ...Option) (
 		Name: "edge_http2_errors_total",
 		Help: "HTTP/2 protocol errors of API clients, by Go's name for them.",
 	}, []string{"type"})
-	reg.MustRegister(connsClosed, h2Errors)
+	heldCalls := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "edge_early_calls_held_total",
+		Help: "Calls held until the time an earlier answer on their connection told the client to wait (Retry-After), after listen.max_early_calls early calls in a row.",
+	})
+	reg.MustRegister(connsClosed, h2Errors, heldCalls)
 	exempt := cfg.Listen.ConnectionBoundExempt
 	if exempt == nil {
 		exempt = cfg.Listen.ClientAddress.TrustedProxies
@@ -223,6 +227,7 @@ func New(cfg *config.Config, log *slog.Logger, version string, opts ...Option) (
 		a.connBounds.Exempt = append(a.connBounds.Exempt, pfx)
 	}
 	resets := conns.Resets{Max: cfg.Listen.MaxResetsPerConnection, OnClose: connsClosed.WithLabelValues("resets").Inc}
+	early := conns.RetryAfter{Max: cfg.Listen.MaxEarlyCalls, MaxHold: cfg.Listen.MaxEarlyCallHold, OnHold: heldCalls.Inc}
 	var apiTLS *tls.Config
 	if cfg.Listen.TLS.CertFile != "" {
 		pair, err := certfile.Load(cfg.Listen.TLS.CertFile, cfg.Listen.TLS.KeyFile)
@@ -238,7 +243,7 @@ func New(cfg *config.Config, log *slog.Logger, version string, opts ...Option) (
 	a.api = &http.Server{
 		TLSConfig:         apiTLS,
 		Addr:              cfg.Listen.Addr,
-		Handler:           resets.Wrap(a.cors.Wrap(webtext.Wrap(reflect.Wrap(handler)))),
+		Handler:           resets.Wrap(early.Wrap(a.cors.Wrap(webtext.Wrap(reflect.Wrap(handler))))),
 		ConnContext:       conns.ConnContext,
 		Protocols:         &protocols,
 		ReadHeaderTimeout: cfg.Listen.ReadHeaderTimeout,

@@ -1,7 +1,9 @@
 // Package conns bounds what one client can hold of the API listener: how
-// many connections one peer address may have open (a net.Listener), and
-// how many streams an HTTP/2 connection may reset before its answer (an
-// http.Handler middleware, HTTP/2 rapid reset).
+// many connections one peer address may have open (a net.Listener), how
+// many streams an HTTP/2 connection may reset before its answer (an
+// http.Handler middleware, HTTP/2 rapid reset), and how fast a connection
+// whose client ignores Retry-After is served (a middleware that holds its
+// early calls).
 //
 // It is not where time bounds live: the header, idle and HTTP/2 idle
 // timeouts are the http.Server's (edge/app), the body's are reqbody's.
@@ -153,9 +155,9 @@ type streams struct {
 }
 
 // ConnContext is the http.Server's ConnContext: it gives each connection
-// its counts.
+// its counts ([Resets]) and what it was last told ([RetryAfter]).
 func ConnContext(ctx context.Context, _ net.Conn) context.Context {
-	return context.WithValue(ctx, streamsKey{}, new(streams))
+	return context.WithValue(context.WithValue(ctx, streamsKey{}, new(streams)), waitKey{}, new(wait))
 }
 
 // Wrap counts the streams of each HTTP/2 connection that next serves, and
