@@ -16,12 +16,16 @@ package apierror
 import (
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"connectrpc.com/connect"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
@@ -100,8 +104,8 @@ func New(code connect.Code, reason, message string, opts ...Option) *connect.Err
 		opt(&o)
 	}
 	err := connect.NewError(code, errors.New(message))
-	info := &errdetails.ErrorInfo{Reason: reason, Domain: Domain, Metadata: o.meta}
-	for _, msg := range append([]proto.Message{info}, o.details...) {
+	err.AddDetail(errorInfo(reason, o.meta))
+	for _, msg := range o.details {
 		// NewErrorDetail fails only for a message that cannot be marshalled;
 		// dropping that detail beats failing to answer at all.
 		if d, derr := connect.NewErrorDetail(msg); derr == nil {
@@ -114,4 +118,55 @@ func New(code connect.Code, reason, message string, opts ...Option) *connect.Err
 		}
 	}
 	return err
+}
+
+// maxCachedInfos bounds the marshalled ErrorInfos errorInfo keeps: the
+// edge's refusals name a few reasons, plans and limits; when full the cache
+// is emptied and fills again.
+const maxCachedInfos = 1024
+
+// infoCache keeps each ErrorInfo marshalled once (as an Any, deterministic:
+// metadata in key order), by its reason and metadata: a refused subject's
+// every refusal has the same one.
+var infoCache = struct {
+	mu sync.RWMutex
+	m  map[string]*anypb.Any
+}{m: map[string]*anypb.Any{}}
+
+// errorInfo is the detail of the ErrorInfo of reason and meta in [Domain].
+// The Any it carries is shared between errors: nothing changes it.
+func errorInfo(reason string, meta map[string]string) *connect.ErrorDetail {
+	var b strings.Builder
+	b.WriteString(reason)
+	var sorted [8]string
+	keys := sorted[:0]
+	for k := range meta {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		b.WriteByte(0)
+		b.WriteString(k)
+		b.WriteByte(0)
+		b.WriteString(meta[k])
+	}
+	key := b.String()
+	infoCache.mu.RLock()
+	pb, ok := infoCache.m[key]
+	infoCache.mu.RUnlock()
+	if !ok {
+		pb = new(anypb.Any)
+		info := &errdetails.ErrorInfo{Reason: reason, Domain: Domain, Metadata: meta}
+		// Fails only for invalid UTF-8 in a string: the detail goes out
+		// without its fields rather than not at all.
+		_ = anypb.MarshalFrom(pb, info, proto.MarshalOptions{Deterministic: true})
+		infoCache.mu.Lock()
+		if len(infoCache.m) >= maxCachedInfos {
+			clear(infoCache.m)
+		}
+		infoCache.m[key] = pb
+		infoCache.mu.Unlock()
+	}
+	d, _ := connect.NewErrorDetail(pb) // an Any: never fails
+	return d
 }
