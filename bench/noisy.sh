@@ -1,0 +1,84 @@
+#!/bin/bash
+# noisy.sh: one flooding subject against 50 others (docs/benchmarks.md,
+# "Noisy neighbour"; issue 22, goal 1). One command, run as root from the
+# repository's root:
+#
+#   bench/noisy.sh [ROUNDS]      (default 3; PHASE=10s DIR=/tmp/bench-noisy BASE=)
+#
+# In a network namespace of its own (the development ports must be free), it
+# starts a redis-server, the development stack on it (edge -dev: the issuer
+# and the backend) and standalone edges from this checkout on that backend
+# and Redis: "off" with listen.max_early_calls 0 (every early call answered:
+# the cost of a refusal itself) and "on" with the default (50). With BASE set
+# to another checkout, a third edge "base" built from it (the same settings
+# as "on", those it knows). Then bench/cmd/noisy alternates, per round and
+# edge, 10 s of the others alone and 10 s with the flooder, and reads each
+# edge's CPU from /proc. Output: $DIR/noisy.txt.
+set -euo pipefail
+ROUNDS=${1:-3}
+export PHASE=${PHASE:-10s} DIR=${DIR:-/tmp/bench-noisy} BASE=${BASE:-}
+root=$(cd "$(dirname "$0")/.." && pwd)
+
+if [ -z "${NOISY_NS:-}" ]; then
+  mkdir -p "$DIR/bin"
+  (cd "$root" && go build -o "$DIR/bin/edge" ./cmd/edge && go build -o "$DIR/bin/noisy" ./bench/cmd/noisy)
+  if [ -n "$BASE" ]; then (cd "$BASE" && go build -o "$DIR/bin/edge-base" ./cmd/edge); fi
+  ns=edge-noisy-$$
+  ip netns add "$ns"
+  trap 'ip netns delete "$ns"' EXIT
+  ip netns exec "$ns" ip link set lo up
+  NOISY_NS=$ns ip netns exec "$ns" "$0" "$ROUNDS"
+  exit
+fi
+
+pids=()
+trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait' EXIT
+redis-server --port 6379 --bind 127.0.0.1 --save '' --appendonly no > "$DIR/redis.log" 2>&1 &
+pids+=($!)
+until redis-cli -p 6379 ping > /dev/null 2>&1; do sleep 0.1; done
+EDGE_REDIS_ADDR=127.0.0.1:6379 "$DIR/bin/edge" -dev > "$DIR/dev.out" 2> "$DIR/dev.err" &
+pids+=($!)
+until curl -sf -o /dev/null http://127.0.0.1:9090/readyz; do sleep 0.2; done
+
+# standalone NAME PORT BINARY [EXTRA YAML FOR listen]
+standalone() {
+  cat > "$DIR/$1.yaml" <<YAML
+listen:
+  addr: 127.0.0.1:$2
+  # The others would come from 50 addresses; here all come from loopback.
+  connection_bound_exempt: [127.0.0.0/8]
+$4
+admin:
+  addr: 127.0.0.1:$(($2 + 1000))
+upstream:
+  url: http://127.0.0.1:8082
+oidc:
+  issuer_url: http://127.0.0.1:8081/realms/dev
+  audience: api
+redis:
+  addr: 127.0.0.1:6379
+log:
+  format: json
+YAML
+  "$3" -config "$DIR/$1.yaml" > /dev/null 2> "$DIR/$1.err" &
+  pids+=($!)
+  eval "pid_$1=$!"
+  until curl -sf -o /dev/null "http://127.0.0.1:$(($2 + 1000))/readyz"; do sleep 0.2; done
+}
+standalone off 18080 "$DIR/bin/edge" "  max_early_calls: 0"
+standalone on 28080 "$DIR/bin/edge" ""
+edges="off=http://127.0.0.1:18080,on=http://127.0.0.1:28080"
+procs="off=$pid_off,on=$pid_on"
+if [ -n "$BASE" ]; then
+  standalone base 38080 "$DIR/bin/edge-base" ""
+  edges="$edges,base=http://127.0.0.1:38080"
+  procs="$procs,base=$pid_base"
+fi
+{
+  echo "machine: nproc $(nproc), kernel $(uname -r), $(date -u +%FT%TZ), uptime: $(uptime)"
+  "$DIR/bin/noisy" -edges "$edges" -pids "$procs" -rounds "$ROUNDS" -phase "$PHASE"
+  echo "uptime after: $(uptime)"
+  for e in 19080 29080; do
+    echo "admin :$e: $(curl -s "http://127.0.0.1:$e/metrics" | grep -E '^edge_early_calls_held_total' || true)"
+  done
+} | tee "$DIR/noisy.txt"
