@@ -161,6 +161,7 @@ func New(cfg *config.Config, log *slog.Logger, version string, opts ...Option) (
 		Observer:       metrics,
 	})
 	a.limits = step
+	observe.RegisterCaches(reg, auth, rates, step)
 	idem := idempotency.New(a.redis, idempotency.Options{
 		TTL: cfg.Idempotency.TTL, Lease: cfg.Idempotency.Lease, MaxResponseBytes: int(cfg.Idempotency.MaxResponseBytes), MaxKeysPerSubject: cfg.Idempotency.MaxKeysPerSubject,
 		MaxRequestBytes: int64(cfg.Requests.MaxBodyBytes), Timeout: callTimeout,

@@ -51,6 +51,8 @@ type Authenticator struct {
 	address  ClientAddress
 
 	hits, verifications, refusedHits, limited atomic.Uint64
+	size, refusedSize                         int
+	evicted, refusedEvicted                   atomic.Uint64
 }
 
 // DefaultCacheSize is how many verified tokens an Authenticator caches
@@ -96,9 +98,11 @@ func New(v Verifier, o Options) *Authenticator {
 		skew:    o.ClockSkew,
 		now:     time.Now,
 		address: o.ClientAddress,
+		size:    size,
 	}
 	if o.RefusedCache > 0 {
 		a.refused = expirable.NewLRU[[sha256.Size]byte, *identity.Error](o.RefusedCache, nil, refusedTTL)
+		a.refusedSize = o.RefusedCache
 	}
 	if fl := o.FailureLimit; fl.PerMinute > 0 && fl.Burst > 0 {
 		a.failures = newFailureLimiter(fl.PerMinute, fl.Burst)
@@ -184,12 +188,16 @@ func (a *Authenticator) verify(ctx context.Context, raw string, key [sha256.Size
 			a.failures.fail(client, a.now())
 		}
 		if a.refused != nil && !ie.Retryable && ie.Reason != identity.ReasonIssuerUnavailable {
-			a.refused.Add(key, ie)
+			if a.refused.Add(key, ie) {
+				a.refusedEvicted.Add(1)
+			}
 		}
 		return nil, err
 	}
 	p.SubjectSum = sha256.Sum256([]byte(p.Subject))
-	a.cache.Add(key, &p)
+	if a.cache.Add(key, &p) {
+		a.evicted.Add(1)
+	}
 	return &p, nil
 }
 
@@ -211,6 +219,22 @@ func (a *Authenticator) Stats() (hits, verifications uint64) {
 // cache, and how many by the failure limit, since start.
 func (a *Authenticator) FailureStats() (refusedHits, limited uint64) {
 	return a.refusedHits.Load(), a.limited.Load()
+}
+
+// CacheStats calls yield for each of the Authenticator's caches: its name,
+// the entries it holds, its bound, and the entries it evicted for room since
+// start. "token": verified tokens (Options.CacheSize); "refused_token":
+// refused tokens (Options.RefusedCache); "failing_address": addresses whose
+// failed authentications are counted (Options.FailureLimit, 100,000).
+func (a *Authenticator) CacheStats(yield func(name string, entries, bound int, evictions uint64)) {
+	yield("token", a.cache.Len(), a.size, a.evicted.Load())
+	if a.refused != nil {
+		yield("refused_token", a.refused.Len(), a.refusedSize, a.refusedEvicted.Load())
+	}
+	if a.failures != nil {
+		n, ev := a.failures.stats()
+		yield("failing_address", n, maxFailingAddresses, ev)
+	}
 }
 
 // KeyFetches returns how many times the verifier fetched the issuer's keys,

@@ -37,6 +37,7 @@ type failureLimiter struct {
 
 	mu      sync.Mutex
 	buckets *simplelru.LRU[netip.Addr, *bucket]
+	evicted uint64 // addresses forgotten for room
 }
 
 type bucket struct {
@@ -84,6 +85,13 @@ func (l *failureLimiter) wait(addr netip.Addr, now time.Time) time.Duration {
 	return time.Duration((1 - b.tokens) / l.perSecond * float64(time.Second))
 }
 
+// stats returns the addresses remembered and those forgotten for room.
+func (l *failureLimiter) stats() (int, uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buckets.Len(), l.evicted
+}
+
 // fail records a failed authentication from addr.
 func (l *failureLimiter) fail(addr netip.Addr, now time.Time) {
 	l.mu.Lock()
@@ -92,7 +100,9 @@ func (l *failureLimiter) fail(addr netip.Addr, now time.Time) {
 	b, ok := l.buckets.Get(key)
 	if !ok {
 		b = &bucket{tokens: l.burst, last: now}
-		l.buckets.Add(key, b)
+		if l.buckets.Add(key, b) {
+			l.evicted++
+		}
 	}
 	l.refill(b, now)
 	b.tokens = max(0, b.tokens-1)

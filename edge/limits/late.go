@@ -24,6 +24,7 @@ type lateConfirms struct {
 	mu      sync.Mutex
 	subject map[string][]lateConfirm
 	n       int
+	dropped uint64 // left to reconciliation past maxLateConfirms
 	running bool
 }
 
@@ -40,6 +41,7 @@ func (l *Step) confirmLater(subject string, c lateConfirm) {
 	lc.mu.Lock()
 	defer lc.mu.Unlock()
 	if lc.n >= maxLateConfirms {
+		lc.dropped++
 		l.log.Warn("environment quota: too many confirmations outstanding; this one is left to reconciliation", "environment", c.id)
 		return
 	}
@@ -104,4 +106,19 @@ func (l *Step) retryLate() {
 		}
 		lc.mu.Unlock()
 	}
+}
+
+// CacheStats calls yield for each of the step's in-process tables keyed by
+// subject: its name, the entries it holds, its bound, and the entries it
+// evicted or turned away for room since start. "shadow_log": the (subject,
+// shadow limit) pairs whose log line is paced (10,000, the least recently
+// logged forgotten first); "late_confirm": environment confirmations Redis
+// refused, retried (10,000; past it, one is left to reconciliation).
+func (l *Step) CacheStats(yield func(name string, entries, bound int, evictions uint64)) {
+	n, ev := l.shadows.stats()
+	yield("shadow_log", n, maxShadowLogged, ev)
+	l.late.mu.Lock()
+	n, dropped := l.late.n, l.late.dropped
+	l.late.mu.Unlock()
+	yield("late_confirm", n, maxLateConfirms, dropped)
 }

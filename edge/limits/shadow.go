@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
@@ -70,17 +71,31 @@ const shadowLogInterval = time.Minute
 
 // shadowLog remembers when each (subject, limit) was last logged.
 type shadowLog struct {
-	once sync.Once
-	seen *lru.Cache[string, time.Time]
+	once    sync.Once
+	seen    *lru.Cache[string, time.Time]
+	evicted atomic.Uint64
 }
+
+// maxShadowLogged bounds the (subject, limit) pairs shadowLog remembers.
+const maxShadowLogged = 10_000
+
+// stats returns the pairs remembered and those forgotten for room.
+func (s *shadowLog) stats() (int, uint64) {
+	s.once.Do(s.init)
+	return s.seen.Len(), s.evicted.Load()
+}
+
+func (s *shadowLog) init() { s.seen, _ = lru.New[string, time.Time](maxShadowLogged) }
 
 // first reports whether key was not logged within shadowLogInterval, and
 // notes it as logged now.
 func (s *shadowLog) first(key string, now time.Time) bool {
-	s.once.Do(func() { s.seen, _ = lru.New[string, time.Time](10_000) })
+	s.once.Do(s.init)
 	if last, ok := s.seen.Get(key); ok && now.Sub(last) < shadowLogInterval {
 		return false
 	}
-	s.seen.Add(key, now)
+	if s.seen.Add(key, now) {
+		s.evicted.Add(1)
+	}
 	return true
 }

@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
@@ -16,7 +17,9 @@ import (
 // a cost at least as high. A refusal holds only for the numbers it was made
 // under: a request under others goes to Redis, and its answer replaces it.
 type refusals struct {
-	cache *lru.Cache[string, refusal] // by the limit's key
+	cache   *lru.Cache[string, refusal] // by the limit's key
+	size    int
+	evicted atomic.Uint64
 }
 
 type refusal struct {
@@ -30,7 +33,7 @@ func newRefusals(size int) *refusals {
 		return &refusals{}
 	}
 	c, _ := lru.New[string, refusal](size) // size > 0: no error
-	return &refusals{cache: c}
+	return &refusals{cache: c, size: size}
 }
 
 // decide refuses req if a limit of it is remembered as refusing.
@@ -71,7 +74,9 @@ func (r *refusals) remember(req Request, k keys, v verdict, now time.Time) {
 		if i < len(req.Limits) {
 			id = k.ids[i]
 		}
-		r.cache.Add(id.key, refusal{id: id, until: now.Add(v.retry[i]), reset: now.Add(s.ResetAfter), cost: req.Cost})
+		if r.cache.Add(id.key, refusal{id: id, until: now.Add(v.retry[i]), reset: now.Add(s.ResetAfter), cost: req.Cost}) {
+			r.evicted.Add(1)
+		}
 	}
 }
 
@@ -85,6 +90,9 @@ type localLimiter struct {
 	mu    sync.Mutex                    // makes check-then-consume atomic across limits
 	rates *lru.Cache[string, localRate] // by the limit's key
 	days  *lru.Cache[string, int]       // by the day's key
+	size  int
+
+	ratesEvicted, daysEvicted atomic.Uint64
 }
 
 // localRate is a subject's local limiter of one limit, and the numbers it
@@ -97,7 +105,7 @@ type localRate struct {
 func newLocalLimiter(share float64, size int) *localLimiter {
 	rates, _ := lru.New[string, localRate](size)
 	days, _ := lru.New[string, int](size)
-	return &localLimiter{share: share, rates: rates, days: days}
+	return &localLimiter{share: share, rates: rates, days: days, size: size}
 }
 
 // part is this replica's share of n, at least 1.
@@ -118,7 +126,9 @@ func (ll *localLimiter) limiter(id limitID, lim Limit, now time.Time) *rate.Limi
 		spent := math.Ceil(float64(old.rl.Burst()) - old.rl.TokensAt(now) - 1e-9)
 		rl.AllowN(now, min(int(max(spent, 0)), rl.Burst()))
 	}
-	ll.rates.Add(id.key, localRate{id: id, rl: rl})
+	if ll.rates.Add(id.key, localRate{id: id, rl: rl}) {
+		ll.ratesEvicted.Add(1)
+	}
 	return rl
 }
 
@@ -150,7 +160,9 @@ func (ll *localLimiter) decide(req Request, k keys, now time.Time) Decision {
 			rl.AllowN(now, req.Cost)
 		}
 		used += req.Cost
-		ll.days.Add(k.day, used)
+		if ll.days.Add(k.day, used) {
+			ll.daysEvicted.Add(1)
+		}
 	}
 	for i, lim := range req.Limits {
 		rl := lims[i]

@@ -181,6 +181,19 @@ type Limiter struct {
 	suppressed int
 }
 
+// CacheStats calls yield for each of the Limiter's in-process caches: its
+// name, the entries it holds, its bound, and the entries it evicted for room
+// since start. "refusal": the refusals remembered (Options.RefusalCache);
+// "local_rate" and "local_day": the local limiters and daily counts of
+// FailOpen (Options.LocalEntries each).
+func (l *Limiter) CacheStats(yield func(name string, entries, bound int, evictions uint64)) {
+	if l.refused.cache != nil {
+		yield("refusal", l.refused.cache.Len(), l.refused.size, l.refused.evicted.Load())
+	}
+	yield("local_rate", l.local.rates.Len(), l.local.size, l.local.ratesEvicted.Load())
+	yield("local_day", l.local.days.Len(), l.local.size, l.local.daysEvicted.Load())
+}
+
 // New returns a Limiter on client, which may be a Redis Cluster client.
 func New(client redis.UniversalClient, opts Options) *Limiter {
 	if opts.Timeout <= 0 {
