@@ -70,8 +70,8 @@ standalone on 28080 "$DIR/bin/edge" ""
 edges="off=http://127.0.0.1:18080,on=http://127.0.0.1:28080"
 procs="off=$pid_off,on=$pid_on"
 if [ -n "$BASE" ]; then
-  standalone base 38080 "$DIR/bin/edge-base" ""
-  edges="$edges,base=http://127.0.0.1:38080"
+  standalone base 30080 "$DIR/bin/edge-base" ""
+  edges="$edges,base=http://127.0.0.1:30080"
   procs="$procs,base=$pid_base"
 fi
 {

@@ -40,13 +40,14 @@ func main() {
 	pids := flag.String("pids", "", "NAME=PID,... the edges' processes, for their CPU time")
 	issuer := flag.String("issuer", "http://127.0.0.1:8081/realms/dev", "the development issuer")
 	others := flag.Int("others", 50, "subjects besides the flooder (enterprise plan)")
+	prefix := flag.String("prefix", "enterprise-noisy", "the others' user names: PREFIX-RUN-i")
 	rate := flag.Float64("rate", 500, "the others' calls per second, in total")
 	conns := flag.Int("flood", 16, "the flooder's connections (HTTP/1.1, one call at a time each)")
 	phase := flag.Duration("phase", 10*time.Second, "length of each phase")
 	rounds := flag.Int("rounds", 3, "rounds: each edge, quiet then flood")
 	run := flag.String("run", strconv.FormatInt(time.Now().Unix()%1e6, 36), "a tag that makes this run's subjects unique")
 	flag.Parse()
-	if err := measure(*edges, *pids, *issuer, *others, *rate, *conns, *phase, *rounds, *run); err != nil {
+	if err := measure(*edges, *pids, *issuer, *prefix, *others, *rate, *conns, *phase, *rounds, *run); err != nil {
 		fmt.Fprintln(os.Stderr, "noisy:", err)
 		os.Exit(1)
 	}
@@ -82,14 +83,14 @@ type phaseResult struct {
 	cpu           time.Duration // the edge process's
 }
 
-func measure(edges, pids, issuer string, nOthers int, rate float64, nConns int, phase time.Duration, rounds int, run string) error {
+func measure(edges, pids, issuer, prefix string, nOthers int, rate float64, nConns int, phase time.Duration, rounds int, run string) error {
 	targets, err := parseTargets(edges, pids)
 	if err != nil {
 		return err
 	}
 	var others []string
 	for i := range nOthers {
-		tok, err := token(issuer, fmt.Sprintf("enterprise-noisy-%s-%d", run, i))
+		tok, err := token(issuer, fmt.Sprintf("%s-%s-%d", prefix, run, i))
 		if err != nil {
 			return err
 		}
@@ -101,22 +102,25 @@ func measure(edges, pids, issuer string, nOthers int, rate float64, nConns int, 
 	}
 	fmt.Printf("others %d subjects, %.0f calls/s in total; flooder 1 free subject on %d HTTP/1.1 connections; phases of %v, %d rounds\n",
 		nOthers, rate, nConns, phase, rounds)
-	fmt.Printf("%-5s %-8s %-6s %7s %6s %8s %8s %9s %9s %10s %s\n", "round", "edge", "phase", "calls", "errors", "p50", "p99", "flood/s", "cpu/s", "µs/flood", "flood answers")
+	fmt.Printf("%-5s %-8s %-6s %7s %6s %8s %8s %9s %9s %9s %10s %s\n", "round", "edge", "phase", "calls", "errors", "p50", "p99", "flood/s", "cpu/s", "µs/call", "µs/flood", "flood answers")
 	type pair struct{ quiet, flood phaseResult }
 	results := map[string][]pair{}
 	for r := 1; r <= rounds; r++ {
 		for _, t := range targets {
 			q := runPhase(t, others, rate, "", 0, phase)
 			report(r, t.name, "quiet", q, phaseResult{}, phase)
-			f := runPhase(t, others, rate, flooder, nConns, phase)
-			report(r, t.name, "flood", f, q, phase)
+			f := q
+			if nConns > 0 {
+				f = runPhase(t, others, rate, flooder, nConns, phase)
+				report(r, t.name, "flood", f, q, phase)
+			}
 			results[t.name] = append(results[t.name], pair{q, f})
 		}
 	}
 	fmt.Println("\nmedians over the rounds")
-	fmt.Printf("%-8s %9s %9s %9s %12s %10s %12s\n", "edge", "p99 quiet", "p99 flood", "ratio", "errors(all)", "flood/s", "µs/flood")
+	fmt.Printf("%-8s %9s %9s %9s %12s %10s %12s %12s\n", "edge", "p99 quiet", "p99 flood", "ratio", "errors(all)", "flood/s", "µs/flood", "µs/call")
 	for _, t := range targets {
-		var q99, f99, ratio, perSec, perAnswer []float64
+		var q99, f99, ratio, perSec, perAnswer, calls []float64
 		errs := 0
 		for _, p := range results[t.name] {
 			q99 = append(q99, ms(p.quiet.p99))
@@ -126,9 +130,13 @@ func measure(edges, pids, issuer string, nOthers int, rate float64, nConns int, 
 			if p.flood.floodAnswers > 0 && t.pid != "" {
 				perAnswer = append(perAnswer, float64((p.flood.cpu-p.quiet.cpu).Microseconds())/float64(p.flood.floodAnswers))
 			}
-			errs += p.quiet.errors + p.flood.errors
+			errs += p.quiet.errors
+			if nConns > 0 {
+				errs += p.flood.errors
+			}
+			calls = append(calls, perCall(p.quiet))
 		}
-		fmt.Printf("%-8s %8.2fms %8.2fms %9.2f %12d %10.0f %12.1f\n", t.name, median(q99), median(f99), median(ratio), errs, median(perSec), median(perAnswer))
+		fmt.Printf("%-8s %8.2fms %8.2fms %9.2f %12d %10.0f %12.1f %12.1f\n", t.name, median(q99), median(f99), median(ratio), errs, median(perSec), median(perAnswer), median(calls))
 	}
 	return nil
 }
@@ -138,9 +146,9 @@ func report(round int, edge, name string, p, quiet phaseResult, phase time.Durat
 	if p.floodAnswers > 0 {
 		perFlood = fmt.Sprintf("%.1f", float64((p.cpu-quiet.cpu).Microseconds())/float64(p.floodAnswers))
 	}
-	fmt.Printf("%-5d %-8s %-6s %7d %6d %8s %8s %9.0f %9s %10s %v\n", round, edge, name, p.calls, p.errors,
+	fmt.Printf("%-5d %-8s %-6s %7d %6d %8s %8s %9.0f %9s %9.1f %10s %v\n", round, edge, name, p.calls, p.errors,
 		p.p50.Round(10*time.Microsecond), p.p99.Round(10*time.Microsecond), float64(p.floodAnswers)/phase.Seconds(),
-		(p.cpu / time.Duration(phase.Seconds())).Round(time.Millisecond), perFlood, p.flood)
+		(p.cpu / time.Duration(phase.Seconds())).Round(time.Millisecond), perCall(p), perFlood, p.flood)
 	if len(p.errorKinds) > 0 {
 		fmt.Printf("      the others' errors: %v\n", p.errorKinds)
 	}
@@ -153,6 +161,14 @@ func errorKind(err error) string {
 		s = s[i+2:]
 	}
 	return s
+}
+
+// perCall is the edge's CPU per call of the others in a quiet phase (µs).
+func perCall(p phaseResult) float64 {
+	if p.calls == 0 || p.floodAnswers > 0 {
+		return 0
+	}
+	return float64(p.cpu.Microseconds()) / float64(p.calls)
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

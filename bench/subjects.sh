@@ -1,0 +1,79 @@
+#!/bin/bash
+# subjects.sh: CPU per admitted call and p99 as the subjects outgrow the
+# edge's token cache (docs/benchmarks.md, "Many subjects"; issue 22, goal 2).
+# One command, run as root from the repository's root:
+#
+#   bench/subjects.sh [ROUNDS]   (default 3; N=1000 RATE=500 PHASE=15s SMALL=250 DIR=/tmp/bench-subjects)
+#
+# In a network namespace of its own it starts a redis-server, the development
+# stack on it (edge -dev: the issuer and the backend) and two standalone
+# edges from this checkout: "fits" (oidc.token_cache_size at its default,
+# 100,000: every one of the N subjects' tokens stays cached) and "misses"
+# (token_cache_size SMALL, below N: a call finds its token evicted by the
+# other subjects' calls and verifies its signature again, as every call does
+# when more subjects call within a token's life than the cache holds, e.g. a
+# million subjects against the default bound). bench/cmd/noisy then sends
+# RATE calls/s round-robin over N enterprise subjects, alternating the two
+# edges each round, and reads each edge's CPU from /proc.
+set -euo pipefail
+ROUNDS=${1:-3}
+export N=${N:-1000} RATE=${RATE:-500} PHASE=${PHASE:-15s} SMALL=${SMALL:-250} DIR=${DIR:-/tmp/bench-subjects}
+root=$(cd "$(dirname "$0")/.." && pwd)
+
+if [ -z "${SUBJECTS_NS:-}" ]; then
+  mkdir -p "$DIR/bin"
+  (cd "$root" && go build -o "$DIR/bin/edge" ./cmd/edge && go build -o "$DIR/bin/noisy" ./bench/cmd/noisy)
+  ns=edge-subjects-$$
+  ip netns add "$ns"
+  trap 'ip netns delete "$ns"' EXIT
+  ip netns exec "$ns" ip link set lo up
+  SUBJECTS_NS=$ns ip netns exec "$ns" "$0" "$ROUNDS"
+  exit
+fi
+
+pids=()
+trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait' EXIT
+redis-server --port 6379 --bind 127.0.0.1 --save '' --appendonly no > "$DIR/redis.log" 2>&1 &
+pids+=($!)
+until redis-cli -p 6379 ping > /dev/null 2>&1; do sleep 0.1; done
+EDGE_REDIS_ADDR=127.0.0.1:6379 "$DIR/bin/edge" -dev > "$DIR/dev.out" 2> "$DIR/dev.err" &
+pids+=($!)
+until curl -sf -o /dev/null http://127.0.0.1:9090/readyz; do sleep 0.2; done
+
+# standalone NAME PORT [EXTRA YAML FOR oidc]
+standalone() {
+  cat > "$DIR/$1.yaml" <<YAML
+listen:
+  addr: 127.0.0.1:$2
+  connection_bound_exempt: [127.0.0.0/8]
+admin:
+  addr: 127.0.0.1:$(($2 + 1000))
+upstream:
+  url: http://127.0.0.1:8082
+oidc:
+  issuer_url: http://127.0.0.1:8081/realms/dev
+  audience: api
+$3
+redis:
+  addr: 127.0.0.1:6379
+log:
+  format: json
+YAML
+  "$DIR/bin/edge" -config "$DIR/$1.yaml" > /dev/null 2> "$DIR/$1.err" &
+  pids+=($!)
+  eval "pid_$1=$!"
+  until curl -sf -o /dev/null "http://127.0.0.1:$(($2 + 1000))/readyz"; do sleep 0.2; done
+}
+standalone fits 18080 ""
+standalone misses 28080 "  token_cache_size: $SMALL"
+{
+  echo "machine: nproc $(nproc), kernel $(uname -r), $(date -u +%FT%TZ), uptime: $(uptime)"
+  "$DIR/bin/noisy" -edges "fits=http://127.0.0.1:18080,misses=http://127.0.0.1:28080" -pids "fits=$pid_fits,misses=$pid_misses" \
+    -flood 0 -others "$N" -prefix enterprise-many -rate "$RATE" -rounds "$ROUNDS" -phase "$PHASE"
+  echo "uptime after: $(uptime)"
+  for e in 19080 29080; do
+    echo "admin :$e:"
+    curl -s "http://127.0.0.1:$e/metrics" | grep -E '^edge_(cache_(entries|evictions_total)\{cache="token"\}|token_verifications_total|token_cache_hits_total)|^go_memstats_heap_inuse_bytes' || true
+  done
+  echo "redis: $(redis-cli -p 6379 info memory | grep -E '^used_memory:') keys $(redis-cli -p 6379 dbsize)"
+} | tee "$DIR/subjects.txt"
