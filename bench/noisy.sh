@@ -33,44 +33,14 @@ fi
 
 pids=()
 trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait' EXIT
-redis-server --port 6379 --bind 127.0.0.1 --save '' --appendonly no > "$DIR/redis.log" 2>&1 &
-pids+=($!)
-until redis-cli -p 6379 ping > /dev/null 2>&1; do sleep 0.1; done
-EDGE_REDIS_ADDR=127.0.0.1:6379 "$DIR/bin/edge" -dev > "$DIR/dev.out" 2> "$DIR/dev.err" &
-pids+=($!)
-until curl -sf -o /dev/null http://127.0.0.1:9090/readyz; do sleep 0.2; done
-
-# standalone NAME PORT BINARY [EXTRA YAML FOR listen]
-standalone() {
-  cat > "$DIR/$1.yaml" <<YAML
-listen:
-  addr: 127.0.0.1:$2
-  # The others would come from 50 addresses; here all come from loopback.
-  connection_bound_exempt: [127.0.0.0/8]
-$4
-admin:
-  addr: 127.0.0.1:$(($2 + 1000))
-upstream:
-  url: http://127.0.0.1:8082
-oidc:
-  issuer_url: http://127.0.0.1:8081/realms/dev
-  audience: api
-redis:
-  addr: 127.0.0.1:6379
-log:
-  format: json
-YAML
-  "$3" -config "$DIR/$1.yaml" > /dev/null 2> "$DIR/$1.err" &
-  pids+=($!)
-  eval "pid_$1=$!"
-  until curl -sf -o /dev/null "http://127.0.0.1:$(($2 + 1000))/readyz"; do sleep 0.2; done
-}
-standalone off 18080 "$DIR/bin/edge" "  max_early_calls: 0"
-standalone on 28080 "$DIR/bin/edge" ""
+source "$root/bench/devstack.sh"
+start_devstack
+standalone off 18080 "$DIR/bin/edge" "  max_early_calls: 0" ""
+standalone on 28080 "$DIR/bin/edge" "" ""
 edges="off=http://127.0.0.1:18080,on=http://127.0.0.1:28080"
 procs="off=$pid_off,on=$pid_on"
 if [ -n "$BASE" ]; then
-  standalone base 30080 "$DIR/bin/edge-base" ""
+  standalone base 30080 "$DIR/bin/edge-base" "" ""
   edges="$edges,base=http://127.0.0.1:30080"
   procs="$procs,base=$pid_base"
 fi

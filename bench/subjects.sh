@@ -33,39 +33,10 @@ fi
 
 pids=()
 trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait' EXIT
-redis-server --port 6379 --bind 127.0.0.1 --save '' --appendonly no > "$DIR/redis.log" 2>&1 &
-pids+=($!)
-until redis-cli -p 6379 ping > /dev/null 2>&1; do sleep 0.1; done
-EDGE_REDIS_ADDR=127.0.0.1:6379 "$DIR/bin/edge" -dev > "$DIR/dev.out" 2> "$DIR/dev.err" &
-pids+=($!)
-until curl -sf -o /dev/null http://127.0.0.1:9090/readyz; do sleep 0.2; done
-
-# standalone NAME PORT [EXTRA YAML FOR oidc]
-standalone() {
-  cat > "$DIR/$1.yaml" <<YAML
-listen:
-  addr: 127.0.0.1:$2
-  connection_bound_exempt: [127.0.0.0/8]
-admin:
-  addr: 127.0.0.1:$(($2 + 1000))
-upstream:
-  url: http://127.0.0.1:8082
-oidc:
-  issuer_url: http://127.0.0.1:8081/realms/dev
-  audience: api
-$3
-redis:
-  addr: 127.0.0.1:6379
-log:
-  format: json
-YAML
-  "$DIR/bin/edge" -config "$DIR/$1.yaml" > /dev/null 2> "$DIR/$1.err" &
-  pids+=($!)
-  eval "pid_$1=$!"
-  until curl -sf -o /dev/null "http://127.0.0.1:$(($2 + 1000))/readyz"; do sleep 0.2; done
-}
-standalone fits 18080 ""
-standalone misses 28080 "  token_cache_size: $SMALL"
+source "$root/bench/devstack.sh"
+start_devstack
+standalone fits 18080 "$DIR/bin/edge" "" ""
+standalone misses 28080 "$DIR/bin/edge" "" "  token_cache_size: $SMALL"
 {
   echo "machine: nproc $(nproc), kernel $(uname -r), $(date -u +%FT%TZ), uptime: $(uptime)"
   "$DIR/bin/noisy" -edges "fits=http://127.0.0.1:18080,misses=http://127.0.0.1:28080" -pids "fits=$pid_fits,misses=$pid_misses" \

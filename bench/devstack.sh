@@ -1,0 +1,43 @@
+# devstack.sh: sourced by bench/noisy.sh and bench/subjects.sh, inside their
+# network namespace. start_devstack starts a fresh redis-server on :6379 and
+# the development stack on it (edge -dev: the issuer :8081 and the backend
+# :8082); standalone starts an edge -config on that backend, issuer and
+# Redis. Every process goes into the caller's pids array; $DIR holds logs.
+
+start_devstack() {
+  redis-server --port 6379 --bind 127.0.0.1 --save '' --appendonly no > "$DIR/redis.log" 2>&1 &
+  pids+=($!)
+  until redis-cli -p 6379 ping > /dev/null 2>&1; do sleep 0.1; done
+  EDGE_REDIS_ADDR=127.0.0.1:6379 "$DIR/bin/edge" -dev > "$DIR/dev.out" 2> "$DIR/dev.err" &
+  pids+=($!)
+  until curl -sf -o /dev/null http://127.0.0.1:9090/readyz; do sleep 0.2; done
+}
+
+# standalone NAME PORT BINARY LISTEN_YAML OIDC_YAML: an edge on 127.0.0.1:PORT,
+# its admin listener on PORT+1000 (keep both below the ephemeral range,
+# 32768), extra lines under listen: and oidc:; its PID in pid_NAME.
+standalone() {
+  cat > "$DIR/$1.yaml" <<YAML
+listen:
+  addr: 127.0.0.1:$2
+  # Real clients would come from many addresses; here all from loopback.
+  connection_bound_exempt: [127.0.0.0/8]
+$4
+admin:
+  addr: 127.0.0.1:$(($2 + 1000))
+upstream:
+  url: http://127.0.0.1:8082
+oidc:
+  issuer_url: http://127.0.0.1:8081/realms/dev
+  audience: api
+$5
+redis:
+  addr: 127.0.0.1:6379
+log:
+  format: json
+YAML
+  "$3" -config "$DIR/$1.yaml" > /dev/null 2> "$DIR/$1.err" &
+  pids+=($!)
+  eval "pid_$1=$!"
+  until curl -sf -o /dev/null "http://127.0.0.1:$(($2 + 1000))/readyz"; do sleep 0.2; done
+}
