@@ -43,6 +43,8 @@ func (s environments) CreateEnvironment(ctx context.Context, req *connect.Reques
 	e, err := s.store.CreateEnvironment(ctx, store.Environment{
 		ProjectID: p.ID, OrganizationID: p.OrganizationID, Name: m.Name, BlueprintID: m.BlueprintId,
 		Status: statusProvisioning, CreatedAt: now, ReadyAt: now.Add(s.provisionDelay),
+		// The edge counts environment quotas by the same verified subject.
+		CreatedBy: principalFrom(ctx).Subject,
 	})
 	if err != nil {
 		return nil, err

@@ -218,6 +218,12 @@ func (s *tracedStore) ExistingEnvironments(ctx context.Context, ids []string) (_
 	return s.next.ExistingEnvironments(ctx, ids)
 }
 
+func (s *tracedStore) EnvironmentsByCreator(ctx context.Context, creator string, page store.Page) (_ []store.Environment, _ string, err error) {
+	ctx, end := s.start(ctx, "EnvironmentsByCreator")
+	defer func() { end(err) }()
+	return s.next.EnvironmentsByCreator(ctx, creator, page)
+}
+
 // Ping is timed always, traced only inside a traced call: readiness probes
 // would otherwise start a trace of their own every few seconds.
 func (s *tracedStore) Ping(ctx context.Context) error {

@@ -9,16 +9,21 @@ import (
 	"time"
 )
 
-const environmentColumns = "id, project_id, organization_id, name, blueprint_id, status, created_at, ready_at"
+const environmentColumns = "id, project_id, organization_id, name, blueprint_id, status, created_at, ready_at, created_by"
 
 func scanEnvironment(row scanner) (Environment, error) {
 	var e Environment
 	var created, ready int64
-	err := row.Scan(&e.ID, &e.ProjectID, &e.OrganizationID, &e.Name, &e.BlueprintID, &e.Status, &created, &ready)
+	var by sql.NullString
+	err := row.Scan(&e.ID, &e.ProjectID, &e.OrganizationID, &e.Name, &e.BlueprintID, &e.Status, &created, &ready, &by)
 	e.CreatedAt = fromMicros(created)
 	e.ReadyAt = fromMicros(ready)
+	e.CreatedBy = by.String
 	return e, err
 }
+
+// creator is how CreatedBy is stored: NULL when unknown.
+func creator(by string) sql.NullString { return sql.NullString{String: by, Valid: by != ""} }
 
 // endAll returns envs as ended at now.
 func endAll(envs []Environment, now time.Time) []Environment {
@@ -49,8 +54,8 @@ func (s *sqlStore) CreateEnvironment(ctx context.Context, e Environment) (Enviro
 		if err != nil {
 			return err
 		}
-		_, err = r.exec(ctx, "INSERT INTO environments ("+environmentColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-			e.ID, e.ProjectID, e.OrganizationID, e.Name, e.BlueprintID, e.Status, micros(e.CreatedAt), micros(e.ReadyAt))
+		_, err = r.exec(ctx, "INSERT INTO environments ("+environmentColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+			e.ID, e.ProjectID, e.OrganizationID, e.Name, e.BlueprintID, e.Status, micros(e.CreatedAt), micros(e.ReadyAt), creator(e.CreatedBy))
 		if s.d.uniqueViolation(err, environmentNameKey) {
 			return ErrEnvironmentNameTaken
 		}
@@ -195,4 +200,40 @@ func (s *sqlStore) ExistingEnvironments(ctx context.Context, ids []string) ([]st
 	marks := strings.TrimSuffix(strings.Repeat("?, ", len(ids)), ", ")
 	found, err := queryAll(ctx, s.read(), scanString, "SELECT id FROM environments WHERE id IN ("+marks+")", args...)
 	return found, opError("existing environments", err)
+}
+
+// EnvironmentsByCreator lists live environments by their creator
+// (CreatedBy): creator's alone, or, with creator empty, every environment
+// that has one, in order of creator then id. Environments without a
+// recorded creator are never listed. The page token holds the last
+// environment's id and creator.
+func (s *sqlStore) EnvironmentsByCreator(ctx context.Context, creator string, page Page) ([]Environment, string, error) {
+	var afterID, afterBy string
+	if page.Token != "" {
+		key, err := decodeToken(page.Token)
+		if err != nil {
+			return nil, "", err
+		}
+		var ok bool
+		// Ids hold no space; a creator may.
+		if afterID, afterBy, ok = strings.Cut(key, " "); !ok || afterID == "" || afterBy == "" {
+			return nil, "", ErrInvalidPageToken
+		}
+	}
+	size := pageSize(page)
+	where, args := "created_by IS NOT NULL", []any{}
+	switch {
+	case creator != "":
+		where, args = "created_by = ? AND id > ?", []any{creator, afterID}
+	case page.Token != "":
+		where, args = "(created_by, id) > (?, ?)", []any{afterBy, afterID}
+	}
+	args = append(args, size+1)
+	list, err := queryAll(ctx, s.read(), scanEnvironment, "SELECT "+environmentColumns+" FROM environments WHERE "+
+		where+" ORDER BY created_by, id LIMIT ?", args...)
+	if err != nil {
+		return nil, "", opError("environments by creator", err)
+	}
+	list, next := paginate(list, size, func(e Environment) string { return e.ID + " " + e.CreatedBy })
+	return list, next, nil
 }

@@ -115,6 +115,10 @@ type Environment struct {
 	CreatedAt      time.Time
 	ReadyAt        time.Time
 	DeletedAt      time.Time // zero unless Status is DELETED
+	// CreatedBy is the subject that created the environment (the verified
+	// token's sub), by which the edge counts environment quotas; empty for
+	// environments created before it was recorded.
+	CreatedBy string
 }
 
 // Person identifies a caller who is a person, for accepting invitations.
@@ -208,6 +212,10 @@ type Store interface {
 	// ExistingEnvironments returns which of ids are live environments, in
 	// no particular order (at most MaxExistingIDs ids).
 	ExistingEnvironments(ctx context.Context, ids []string) ([]string, error)
+	// EnvironmentsByCreator lists live environments whose CreatedBy is
+	// creator, in order of id; with creator empty, every live environment
+	// that has a creator, in order of creator, then id.
+	EnvironmentsByCreator(ctx context.Context, creator string, page Page) ([]Environment, string, error)
 
 	// Ping checks the database is reachable.
 	Ping(ctx context.Context) error

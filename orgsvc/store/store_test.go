@@ -62,6 +62,7 @@ func testStore(t *testing.T, newDB newDatabase) {
 		{"EnvironmentLifecycle", testEnvironmentLifecycle},
 		{"EnvironmentCountersFollowChanges", testEnvironmentCounters},
 		{"ListEnvironmentsFilters", testListEnvironments},
+		{"EnvironmentsByCreatorListEachCreatorsLiveEnvironments", testEnvironmentsByCreator},
 		{"ConcurrentSameNameOneWins", testConcurrentOrganizationName},
 		{"ConcurrentMutualDemotionKeepsAnAdmin", testConcurrentDemotion},
 		{"ConcurrentProjectsCountExactly", testConcurrentProjects},
@@ -84,6 +85,10 @@ func testStore(t *testing.T, newDB newDatabase) {
 	t.Run("UpgradeRecountsActiveAdmins", func(t *testing.T) {
 		t.Parallel()
 		testUpgradeRecountsActiveAdmins(t, newDB(t))
+	})
+	t.Run("UpgradeLeavesOlderEnvironmentsWithoutCreator", func(t *testing.T) {
+		t.Parallel()
+		testUpgradeLeavesCreatorUnknown(t, newDB(t))
 	})
 }
 
@@ -1183,6 +1188,136 @@ func testListEnvironments(t *testing.T, s store.Store) {
 	})
 	if want := []string{ea, ea2, ea3}; !slices.Equal(got, want) {
 		t.Errorf("alice's by pages of 1: %v, want %v", got, want)
+	}
+}
+
+func testEnvironmentsByCreator(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	o := mustOrg(t, s, "a", "alice")
+	p := mustProject(t, s, o.ID, "p")
+	create := func(name, by string) store.Environment {
+		t.Helper()
+		e, err := s.CreateEnvironment(ctx, store.Environment{ProjectID: p.ID, Name: name, BlueprintID: "bp", CreatedAt: t0, CreatedBy: by})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.GetEnvironment(ctx, e.ID); err != nil || got.CreatedBy != by {
+			t.Fatalf("GetEnvironment(%s) = %+v, %v; want created by %q", name, got, err, by)
+		}
+		return e
+	}
+	want := map[string][]string{}
+	for i, by := range []string{"alice", "bob", "alice", "b o b", "", "bob", "alice"} {
+		e := create(fmt.Sprintf("e%d", i), by)
+		if by != "" {
+			want[by] = append(want[by], e.ID)
+		}
+	}
+	gone := create("gone", "alice")
+	if _, err := s.DeleteEnvironment(ctx, gone.ID, t0); err != nil {
+		t.Fatal(err)
+	}
+	for by, ids := range want {
+		got, _ := pageThrough(t, 2, func(pg store.Page) ([]string, string, error) {
+			l, next, err := s.EnvironmentsByCreator(ctx, by, pg)
+			return idsOf(l, by), next, err
+		})
+		if !slices.Equal(got, ids) {
+			t.Errorf("%q's by pages of 2: %v, want %v", by, got, ids)
+		}
+	}
+	// Every creator's, by pages of 2: each creator's environments in order,
+	// creators one after the other, none without a creator, none deleted.
+	var got []string
+	seen := map[string]bool{}
+	last := ""
+	token := ""
+	for {
+		l, next, err := s.EnvironmentsByCreator(ctx, "", store.Page{Size: 2, Token: token})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range l {
+			if e.CreatedBy != last {
+				if seen[e.CreatedBy] {
+					t.Fatalf("creator %q listed twice apart", e.CreatedBy)
+				}
+				seen[e.CreatedBy], last = true, e.CreatedBy
+			}
+			got = append(got, e.CreatedBy+":"+e.ID)
+		}
+		if next == "" {
+			break
+		}
+		token = next
+	}
+	var all []string
+	for by, ids := range want {
+		for _, id := range ids {
+			all = append(all, by+":"+id)
+		}
+	}
+	slices.Sort(all)
+	sorted := slices.Clone(got)
+	slices.Sort(sorted)
+	if !slices.Equal(sorted, all) || len(seen) != len(want) {
+		t.Errorf("every creator's: %v, want %v", got, all)
+	}
+	_, _, err := s.EnvironmentsByCreator(ctx, "", store.Page{Size: 2, Token: "bm9zcGFjZQ"})
+	wantErr(t, "a token without a creator", err, store.ErrInvalidPageToken)
+}
+
+// idsOf is the ids of l, each checked to be created by by.
+func idsOf(l []store.Environment, by string) []string {
+	var out []string
+	for _, e := range l {
+		if e.CreatedBy != by {
+			return append(out, "created by "+e.CreatedBy)
+		}
+		out = append(out, e.ID)
+	}
+	return out
+}
+
+// testUpgradeLeavesCreatorUnknown builds a database of the second schema
+// version with an environment in it and opens it: the environment has no
+// creator (none was recorded) and is listed by no creator.
+func testUpgradeLeavesCreatorUnknown(t *testing.T, dsn string) {
+	ctx := t.Context()
+	db := rawDB(t, dsn)
+	var stmts []string
+	for _, f := range []string{"0001_init.sql", "0002_active_admins.sql"} {
+		b, err := os.ReadFile(filepath.Join("migrations", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		stmts = append(stmts, string(b))
+	}
+	stmts = append(stmts,
+		`CREATE TABLE schema_migrations (version INTEGER NOT NULL PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)`,
+		`INSERT INTO schema_migrations VALUES (1, '0001_init', 0), (2, '0002_active_admins', 0)`,
+		`INSERT INTO organizations (id, name, display_name, billing_email, plan, member_count, admin_count, created_at)
+			VALUES ('org_old', 'old', 'Old', 'b@old.example', 'free', 0, 0, 0)`,
+		`INSERT INTO projects (id, organization_id, name, description, environment_count, blueprint_count, created_at)
+			VALUES ('prj_old', 'org_old', 'p', '', 1, 0, 0)`,
+		`INSERT INTO environments (id, project_id, organization_id, name, blueprint_id, status, created_at, ready_at)
+			VALUES ('env_old', 'prj_old', 'org_old', 'e', '', 'PROVISIONING', 1, 1)`,
+	)
+	for _, q := range stmts {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	db.Close()
+
+	s := open(t, dsn)
+	wantMigrations(t, dsn)
+	e, err := s.GetEnvironment(ctx, "env_old")
+	if err != nil || e.CreatedBy != "" {
+		t.Fatalf("the older environment after the upgrade: %+v, %v; want no creator", e, err)
+	}
+	if l, _, err := s.EnvironmentsByCreator(ctx, "", store.Page{Size: 10}); err != nil || len(l) != 0 {
+		t.Errorf("every creator's environments after the upgrade: %v, %v; want none", l, err)
 	}
 }
 
