@@ -2,8 +2,6 @@ package edge_test
 
 import (
 	"bytes"
-	"encoding/base64"
-	"encoding/json"
 	"log/slog"
 	"slices"
 	"strings"
@@ -132,19 +130,7 @@ func wantAttrs(t *testing.T, sp tracetest.SpanStub, want map[string]string) {
 // subjectOf reads the sub claim of a JWT, to check that no span names it.
 func subjectOf(t *testing.T, token string) string {
 	t.Helper()
-	parts := strings.Split(token, ".")
-	if len(parts) != 3 {
-		t.Fatalf("not a JWT: %q", token)
-	}
-	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
-	if err != nil {
-		t.Fatal(err)
-	}
-	var claims struct{ Sub string }
-	if err := json.Unmarshal(payload, &claims); err != nil || claims.Sub == "" {
-		t.Fatalf("no sub claim in %s (%v)", payload, err)
-	}
-	return claims.Sub
+	return testkit.Subject(t, token)
 }
 
 const (
