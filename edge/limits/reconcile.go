@@ -111,44 +111,53 @@ func (r *Reconciler) pass(ctx context.Context, lease time.Duration) {
 	}
 }
 
-// maxExistingAnswer bounds the backend's answer.
-const maxExistingAnswer = 1 << 20
+// maxBackendAnswer bounds an answer of the backend's internal endpoints.
+const maxBackendAnswer = 1 << 20
 
 // existing asks the backend which of ids it still has.
 func (r *Reconciler) existing(ctx context.Context, ids []string) (map[string]bool, error) {
-	body, err := json.Marshal(map[string][]string{"ids": ids})
-	if err != nil {
-		return nil, err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.AdminURL+backendapi.ExistingEnvironmentsPath, bytes.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	res, err := r.Client.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer res.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(res.Body, maxExistingAnswer+1))
-	if err != nil {
-		return nil, err
-	}
-	if res.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("backend answered %s: %.200s", res.Status, data)
-	}
-	if len(data) > maxExistingAnswer {
-		return nil, fmt.Errorf("backend's answer larger than %d bytes", maxExistingAnswer)
-	}
 	var out struct {
 		Existing []string `json:"existing"`
 	}
-	if err := json.Unmarshal(data, &out); err != nil {
-		return nil, fmt.Errorf("backend's answer: %w", err)
+	if err := r.call(ctx, backendapi.ExistingEnvironmentsPath, map[string][]string{"ids": ids}, &out); err != nil {
+		return nil, err
 	}
 	have := make(map[string]bool, len(out.Existing))
 	for _, id := range out.Existing {
 		have[id] = true
 	}
 	return have, nil
+}
+
+// call posts in to the backend's internal endpoint at path and decodes its
+// answer, bounded, into out. The client's timeout bounds the call.
+func (r *Reconciler) call(ctx context.Context, path string, in, out any) error {
+	body, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.AdminURL+path, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	res, err := r.Client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(res.Body, maxBackendAnswer+1))
+	if err != nil {
+		return err
+	}
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("backend answered %s at %s: %.200s", res.Status, path, data)
+	}
+	if len(data) > maxBackendAnswer {
+		return fmt.Errorf("backend's answer at %s larger than %d bytes", path, maxBackendAnswer)
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("backend's answer at %s: %w", path, err)
+	}
+	return nil
 }
