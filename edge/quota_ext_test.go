@@ -420,7 +420,9 @@ func redisClient(t testing.TB, addr string) *redis.Client {
 func reconciler(t testing.TB, e *testkit.Edge) *limits.Reconciler {
 	t.Helper()
 	envs := quota.NewEnvironments(redisClient(t, e.Config.Redis.Addr), quota.Options{KeyPrefix: e.Config.Redis.KeyPrefix})
-	return limits.NewReconciler(envs, e.Config.Upstream.AdminURL, e.Config.Limits.ReconcileInterval, slog.New(slog.DiscardHandler))
+	r := limits.NewReconciler(envs, e.Config.Upstream.AdminURL, e.Config.Limits.ReconcileInterval, slog.New(slog.DiscardHandler))
+	r.Size = func() quota.Size { return quota.Size(e.Config.Limits.EnvironmentSize) }
+	return r
 }
 
 func TestAStreamRefusedByTheStreamCapConsumesNoRate(t *testing.T) {

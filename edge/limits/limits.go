@@ -77,6 +77,9 @@ func New(live *Live, o Options) *Step {
 	}
 	if l.Reconciler != nil {
 		l.Reconciler.obs = l.obs
+		if l.Reconciler.Size == nil {
+			l.Reconciler.Size = func() quota.Size { return quota.Size(l.Live().Limits.EnvironmentSize) }
+		}
 	}
 	l.live.Store(live)
 	return l

@@ -19,9 +19,10 @@ type Observer interface {
 	// UnreadableAnswer counts a successful answer of method whose quota
 	// effect the edge could not read.
 	UnreadableAnswer(method string)
-	// Reconciled counts a reconciliation pass ("ok", "error", "skipped")
-	// and the environments it ended.
-	Reconciled(outcome string, ended int)
+	// Reconciled counts a reconciliation pass ("ok", "error", "skipped"),
+	// the environments it ended and those it adopted (counted, the edge
+	// having held no record of them).
+	Reconciled(outcome string, ended, adopted int)
 }
 
 // Outcomes of an environment reservation (Observer.Reservation).
@@ -44,7 +45,7 @@ func (nopObserver) ShadowRefused(string, string) {}
 func (nopObserver) LeaseHeld(float64)            {}
 func (nopObserver) Reservation(string)           {}
 func (nopObserver) UnreadableAnswer(string)      {}
-func (nopObserver) Reconciled(string, int)       {}
+func (nopObserver) Reconciled(string, int, int)  {}
 
 // Attributes the step sets on the span of the call's context (edge.limits).
 var (

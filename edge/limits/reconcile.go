@@ -17,11 +17,14 @@ import (
 )
 
 // Reconciler makes the edge's running-environment records in Redis agree
-// with the backend, the source of truth, every Interval (with a little
-// jitter) and whenever it is kicked: environments deleted around the edge
-// (straight at the backend, by an admin job), by a forced delete whose list
-// the edge could not apply, or whose delete answer it could not read, give
-// their quota slot back and stop accruing compute within one interval.
+// with the backend, the source of truth, both ways, every Interval (with a
+// little jitter) and whenever it is kicked: environments the edge holds no
+// record of (created while Redis was down or full, whose confirmation was
+// lost, or created around the edge) are counted for the subject that
+// created them; environments deleted around the edge (straight at the
+// backend, by an admin job), by a forced delete whose list the edge could
+// not apply, or whose delete answer it could not read, give their quota
+// slot back and stop accruing compute; each within one interval.
 type Reconciler struct {
 	Envs     *quota.Environments
 	AdminURL string // the backend's admin listener, http://host:port
@@ -31,6 +34,10 @@ type Reconciler struct {
 	Grace  time.Duration
 	Client *http.Client
 	Log    *slog.Logger
+	// Size is what an environment the edge had no record of counts for
+	// compute quotas once adopted. New sets it, when nil, to the live
+	// policy's limits.environment_size; it must be set before a pass.
+	Size func() quota.Size
 
 	obs  Observer
 	kick chan struct{}
@@ -72,46 +79,61 @@ func (r *Reconciler) Run(ctx context.Context) {
 	}
 }
 
-// Pass runs one pass now, whatever the other replicas do.
+// Pass runs one pass now, whatever the other replicas do, counted and
+// logged as the periodic passes are.
 func (r *Reconciler) Pass(ctx context.Context) (quota.Reconciled, error) {
-	res, _, err := r.Envs.Reconcile(ctx, r.existing, 0, r.Grace)
+	start := time.Now()
+	res, _, err := r.Envs.Reconcile(ctx, r.source(), 0)
+	r.report(ctx, res, true, err, start)
 	return res, err
 }
 
 // Settle reconciles one subject at once: the admin API's settle-quota.
 func (r *Reconciler) Settle(ctx context.Context, subject string) (any, error) {
-	res, err := r.Envs.ReconcileSubject(ctx, subject, r.existing, r.Grace)
+	res, err := r.Envs.ReconcileSubject(ctx, subject, r.source())
 	if err != nil {
 		return nil, err
 	}
-	r.obs.Reconciled("ok", res.Ended)
-	return map[string]int{"checked": res.Checked, "released": res.Ended}, nil
+	r.obs.Reconciled("ok", res.Ended, res.Adopted)
+	return map[string]int{"checked": res.Checked, "released": res.Ended, "adopted": res.Adopted}, nil
+}
+
+// source is the backend as a pass asks it.
+func (r *Reconciler) source() quota.Source {
+	return quota.Source{Existing: r.existing, Created: r.created, Size: r.Size(), Grace: r.Grace}
 }
 
 func (r *Reconciler) pass(ctx context.Context, lease time.Duration) {
 	ctx, cancel := context.WithTimeout(ctx, max(r.Interval, time.Minute))
 	defer cancel()
 	start := time.Now()
-	res, ran, err := r.Envs.Reconcile(ctx, r.existing, lease, r.Grace)
+	res, ran, err := r.Envs.Reconcile(ctx, r.source(), lease)
+	r.report(ctx, res, ran, err, start)
+}
+
+// report counts and logs a pass that began at start.
+func (r *Reconciler) report(ctx context.Context, res quota.Reconciled, ran bool, err error, start time.Time) {
 	switch {
 	case err != nil:
-		r.obs.Reconciled("error", res.Ended)
+		r.obs.Reconciled("error", res.Ended, res.Adopted)
 		r.Log.WarnContext(ctx, "environment quota: reconciliation with the backend failed; retrying next interval",
-			"err", err, "released", res.Ended, "next_in", r.Interval)
+			"err", err, "released", res.Ended, "adopted", res.Adopted, "next_in", r.Interval)
 	case !ran:
-		r.obs.Reconciled("skipped", 0)
+		r.obs.Reconciled("skipped", 0, 0)
 	default:
-		r.obs.Reconciled("ok", res.Ended)
+		r.obs.Reconciled("ok", res.Ended, res.Adopted)
 		level := slog.LevelDebug
-		if res.Ended > 0 {
+		if res.Ended > 0 || res.Adopted > 0 {
 			level = slog.LevelInfo
 		}
 		r.Log.Log(ctx, level, "environment quota: reconciled with the backend",
-			"subjects", res.Subjects, "checked", res.Checked, "released", res.Ended, "took", time.Since(start).Round(time.Millisecond))
+			"subjects", res.Subjects, "checked", res.Checked, "released", res.Ended, "adopted", res.Adopted,
+			"took", time.Since(start).Round(time.Millisecond))
 	}
 }
 
-// maxBackendAnswer bounds an answer of the backend's internal endpoints.
+// maxBackendAnswer bounds an answer of the backend's internal endpoints
+// (a page of 1,000 listed environments is about 150 KB).
 const maxBackendAnswer = 1 << 20
 
 // existing asks the backend which of ids it still has.
@@ -127,6 +149,21 @@ func (r *Reconciler) existing(ctx context.Context, ids []string) (map[string]boo
 		have[id] = true
 	}
 	return have, nil
+}
+
+// created asks the backend for one page of the environments it holds, by
+// the subject that created them.
+func (r *Reconciler) created(ctx context.Context, subject, after string) ([]quota.Held, string, error) {
+	var out backendapi.CreatedPage
+	in := backendapi.CreatedRequest{Subject: subject, After: after, Limit: backendapi.MaxCreatedPage}
+	if err := r.call(ctx, backendapi.CreatedEnvironmentsPath, in, &out); err != nil {
+		return nil, "", err
+	}
+	page := make([]quota.Held, len(out.Environments))
+	for i, e := range out.Environments {
+		page[i] = quota.Held{ID: e.ID, Subject: e.Subject, Start: e.CreatedAt}
+	}
+	return page, out.Next, nil
 }
 
 // call posts in to the backend's internal endpoint at path and decodes its

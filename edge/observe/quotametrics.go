@@ -10,6 +10,7 @@ type quotaMetrics struct {
 	unreadable *prometheus.CounterVec
 	passes     *prometheus.CounterVec
 	reconciled prometheus.Counter
+	adopted    prometheus.Counter
 }
 
 func newQuotaMetrics(reg prometheus.Registerer) *quotaMetrics {
@@ -26,6 +27,10 @@ func newQuotaMetrics(reg prometheus.Registerer) *quotaMetrics {
 			Name: "edge_quota_reconciled_environments_total",
 			Help: "Running environments that reconciliation found gone at the backend and released.",
 		}),
+		adopted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "edge_quota_adopted_environments_total",
+			Help: "Environments the backend holds that the edge had no record of (created while Redis was down or full, a lost confirmation, created around the edge), which reconciliation counted for the subject that created them.",
+		}),
 	}
 	for _, o := range []string{"ok", "error", "skipped"} {
 		m.passes.WithLabelValues(o)
@@ -33,7 +38,7 @@ func newQuotaMetrics(reg prometheus.Registerer) *quotaMetrics {
 	for _, method := range []string{"CreateEnvironment", "DeleteEnvironment"} {
 		m.unreadable.WithLabelValues(method)
 	}
-	reg.MustRegister(m.unreadable, m.passes, m.reconciled)
+	reg.MustRegister(m.unreadable, m.passes, m.reconciled, m.adopted)
 	return m
 }
 
@@ -44,10 +49,11 @@ func (m *Metrics) UnreadableAnswer(method string) {
 	}
 }
 
-// Reconciled counts a pass and the environments it released.
-func (m *Metrics) Reconciled(outcome string, ended int) {
+// Reconciled counts a pass and the environments it released and adopted.
+func (m *Metrics) Reconciled(outcome string, ended, adopted int) {
 	if m != nil && m.quota != nil {
 		m.quota.passes.WithLabelValues(outcome).Inc()
 		m.quota.reconciled.Add(float64(ended))
+		m.quota.adopted.Add(float64(adopted))
 	}
 }

@@ -21,12 +21,91 @@ type Existing func(ctx context.Context, ids []string) (map[string]bool, error)
 // ReconcileBatch is the most ids one Existing call is asked about.
 const ReconcileBatch = 500
 
+// Held is a live environment as the backend holds it: its id, the subject
+// that created it (the one its quota is counted for) and when it started.
+type Held struct {
+	ID, Subject string
+	Start       time.Time
+}
+
+// Created returns one page of the live environments the backend holds, by
+// the subject that created them: subject's alone, or, with subject empty,
+// every subject's. after is the previous page's next, empty for the first;
+// next is empty on the last page. The caller supplies it (an HTTP call to
+// the backend's internal listing).
+type Created func(ctx context.Context, subject, after string) (page []Held, next string, err error)
+
+// Source is the backend, the source of truth, as reconciliation asks it,
+// and how it counts what it learns.
+type Source struct {
+	Existing Existing
+	Created  Created
+	// Size is what an adopted environment counts for compute quotas (an
+	// environment the edge confirmed keeps the size it was reserved at).
+	Size Size
+	// Grace is how long a placeholder for an unreadable answer counts
+	// before it is ended (see Reconcile).
+	Grace time.Duration
+}
+
 // Reconciled is what one reconciliation pass did.
 type Reconciled struct {
 	Subjects int // subjects whose running environments were checked
 	Checked  int // running environments checked against the backend
 	Ended    int // environments the backend no longer has: released
+	Adopted  int // environments the backend has that Redis lacked: now counted
 }
+
+// inFlightSkew is how much earlier than a reservation in flight the
+// backend's clock may have dated the environment that reservation is for:
+// adoption leaves a subject's environments created from that moment on to
+// their confirmation.
+const inFlightSkew = 30 * time.Second
+
+// adoptScript counts, as running, the environments of one subject that the
+// backend holds and Redis lacks, each from its start, and returns their ids.
+// Adoption goes by environment id (HSETNX), so it never counts one twice,
+// whatever the order of a confirmation and a pass. What it leaves alone:
+//
+//   - environments created at or after the start of the subject's oldest
+//     reservation in flight (less inFlightSkew): one of them may be that
+//     reservation's, counted by it until its confirmation replaces it with
+//     the environment's id (a reservation that expired counts nothing, so
+//     what it stood for may be adopted);
+//
+//   - every environment of a subject that holds a placeholder for an
+//     unreadable answer (PlaceholderPrefix): the placeholder counts one of
+//     them, the edge cannot tell which, until a pass ends it.
+//
+//     KEYS[1] q:{tag}:envs:running
+//     KEYS[2] q:{tag}:envs:pending
+//     ARGV[1] now, ms (edge clock); ARGV[2] reservation TTL, ms;
+//     ARGV[3] inFlightSkew, ms; ARGV[4] vCPUs and ARGV[5] memory GB, in
+//     thousandths; ARGV[6] TTL of the running environments' key, ms;
+//     ARGV[7], ARGV[8], …: environment id, start (ms), …
+//     returns the ids adopted
+var adoptScript = redis.NewScript(`
+for _, id in ipairs(redis.call('HKEYS', KEYS[1])) do
+  if string.sub(id, 1, #'` + PlaceholderPrefix + `') == '` + PlaceholderPrefix + `' then return {} end
+end
+local from = nil
+local oldest = redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. ARGV[1], '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+if oldest[2] then
+  from = tonumber(oldest[2]) - tonumber(ARGV[2]) - tonumber(ARGV[3])
+end
+local adopted = {}
+for i = 7, #ARGV, 2 do
+  local start = tonumber(ARGV[i + 1])
+  if (from == nil or start < from) and
+     redis.call('HSETNX', KEYS[1], ARGV[i], ARGV[i + 1] .. ' ' .. ARGV[4] .. ' ' .. ARGV[5]) == 1 then
+    adopted[#adopted + 1] = ARGV[i]
+  end
+end
+if #adopted > 0 and redis.call('PTTL', KEYS[1]) < tonumber(ARGV[6]) then
+  redis.call('PEXPIRE', KEYS[1], ARGV[6])
+end
+return adopted
+`)
 
 // dropIndexScript removes a subject from the index only if its score is
 // still the one seen before its running environments were read: a
@@ -43,13 +122,21 @@ return 0
 `)
 
 // Reconcile makes the running environments Redis holds agree with the
-// backend, the source of truth: every environment the backend no longer has
-// (deleted around the edge, by a forced delete the edge did not see, or
-// whose DeleteEnvironment answer the edge could not read) is released, its
-// compute counted up to now; the records of those still alive are renewed
-// (their TTL). A placeholder for an answer the edge could not read
-// (PlaceholderPrefix) is released once it is older than grace: it stood in
-// for the environment that long.
+// backend, the source of truth, both ways. First every environment Redis
+// holds and the backend no longer has (deleted around the edge, by a forced
+// delete the edge did not see, or whose DeleteEnvironment answer the edge
+// could not read) is released, its compute counted up to now; the records
+// of those still alive are renewed (their TTL). A placeholder for an answer
+// the edge could not read (PlaceholderPrefix) is released once it is older
+// than src.Grace: it stood in for the environment that long. Then every
+// environment the backend holds and Redis lacks (created while Redis was
+// down or full, whose confirmation was lost, created around the edge, or
+// the one a placeholder just ended stood for) is adopted: counted as
+// running for the subject that created it, from its start (see adoptScript
+// for what waits). The backend's listing of every subject's environments
+// is walked, so a subject Redis holds nothing of is visited too. A failed
+// release walk does not stop the adoption: the pass goes on and returns
+// both errors.
 //
 // Replicas share the work: with lease > 0, Reconcile first takes a lease in
 // Redis for that long and returns ok false, doing nothing, when another
@@ -61,7 +148,7 @@ return 0
 // An environment is never released because of a race: Redis is read first,
 // the backend asked after, and environment ids are never reused, so an
 // environment the backend does not have when asked has ended.
-func (e *Environments) Reconcile(ctx context.Context, exists Existing, lease, grace time.Duration) (r Reconciled, ok bool, err error) {
+func (e *Environments) Reconcile(ctx context.Context, src Source, lease time.Duration) (r Reconciled, ok bool, err error) {
 	if lease > 0 {
 		lock := e.opts.keyPrefix + "q:envs:reconciling"
 		err = e.opts.call(ctx, func(ctx context.Context) (err error) {
@@ -76,28 +163,134 @@ func (e *Environments) Reconcile(ctx context.Context, exists Existing, lease, gr
 		}
 	}
 
+	err = e.releaseGone(ctx, src, &r)
+	return r, true, errors.Join(err, e.adopt(ctx, src, "", &r))
+}
+
+// releaseGone is Reconcile's first half: it walks the index of subjects
+// and releases what the backend no longer has.
+func (e *Environments) releaseGone(ctx context.Context, src Source, r *Reconciled) error {
 	var cursor uint64
 	for {
 		var page []string
-		err = e.opts.call(ctx, func(ctx context.Context) (err error) {
+		err := e.opts.call(ctx, func(ctx context.Context) (err error) {
 			page, cursor, err = e.rdb.ZScan(ctx, e.opts.indexKey(), cursor, "", 200).Result()
 			return err
 		})
 		if err != nil {
-			return r, true, redisError(ctx, "reconcile", err)
+			return redisError(ctx, "reconcile", err)
 		}
 		subjects := make(map[string]float64, len(page)/2)
 		for i := 0; i+1 < len(page); i += 2 {
 			score, _ := strconv.ParseFloat(page[i+1], 64)
 			subjects[page[i]] = score
 		}
-		if err := e.reconcileSubjects(ctx, subjects, exists, grace, &r); err != nil {
-			return r, true, err
+		if err := e.reconcileSubjects(ctx, subjects, src, r); err != nil {
+			return err
 		}
 		if cursor == 0 {
-			return r, true, nil
+			return nil
 		}
 	}
+}
+
+// adopt counts, as running, the environments the backend holds and Redis
+// lacks: subject's, or every subject's (subject empty).
+func (e *Environments) adopt(ctx context.Context, src Source, subject string, r *Reconciled) error {
+	vcpu, mem, err := src.Size.milli()
+	if err != nil {
+		return err
+	}
+	after := ""
+	for {
+		page, next, err := src.Created(ctx, subject, after)
+		if err != nil {
+			return fmt.Errorf("quota: reconcile: list the backend's environments: %w", err)
+		}
+		if err := e.adoptPage(ctx, page, vcpu, mem, r); err != nil {
+			return err
+		}
+		if next == "" {
+			return nil
+		}
+		if next == after {
+			return fmt.Errorf("quota: reconcile: the backend's listing does not move on from %q", after)
+		}
+		after = next
+	}
+}
+
+// adoptPage adopts one page of the backend's listing: one script per
+// subject, all in one round trip; then the owners of the adopted and their
+// subjects' place in the index, in another.
+func (e *Environments) adoptPage(ctx context.Context, page []Held, vcpu, mem int64, r *Reconciled) error {
+	var subjects []string
+	bySubject := map[string][]any{}
+	for _, h := range page {
+		if h.ID == "" || h.Subject == "" {
+			continue
+		}
+		if _, ok := bySubject[h.Subject]; !ok {
+			subjects = append(subjects, h.Subject)
+		}
+		bySubject[h.Subject] = append(bySubject[h.Subject], h.ID, h.Start.UnixMilli())
+	}
+	if len(subjects) == 0 {
+		return nil
+	}
+	now := e.opts.now()
+	ttl := e.opts.recordTTL
+	results := make([]*redis.Cmd, len(subjects))
+	err := e.opts.callBulk(ctx, func(ctx context.Context) error {
+		_, err := e.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, subject := range subjects {
+				keys := e.opts.tag(subject) + "envs:"
+				args := append([]any{now.UnixMilli(), e.opts.reservationTTL.Milliseconds(), inFlightSkew.Milliseconds(),
+					vcpu, mem, ttl.Milliseconds()}, bySubject[subject]...)
+				// EVAL, not EVALSHA: a pipeline cannot load a script
+				// Redis lacks and retry.
+				results[i] = adoptScript.Eval(ctx, p, []string{keys + "running", keys + "pending"}, args...)
+			}
+			return nil
+		})
+		return err
+	})
+	if err != nil {
+		return redisError(ctx, "reconcile: adopt", err)
+	}
+	adopted := map[string][]string{}
+	for i, subject := range subjects {
+		ids, err := results[i].StringSlice()
+		if err != nil {
+			return fmt.Errorf("quota: reconcile: adopt: unexpected reply: %w", err)
+		}
+		if len(ids) > 0 {
+			adopted[subject] = ids
+			r.Adopted += len(ids)
+		}
+	}
+	if len(adopted) == 0 {
+		return nil
+	}
+	// As Confirm: an owner, so that DeleteEnvironment releases it; the
+	// index, so that the next pass's release walk visits it.
+	err = e.opts.callBulk(ctx, func(ctx context.Context) error {
+		_, err := e.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for subject, ids := range adopted {
+				for _, id := range ids {
+					p.Set(ctx, e.opts.ownerKey(id), subject, ttl)
+				}
+				p.ZIncrBy(ctx, e.opts.indexKey(), 1, tagOf(e.opts.tag(subject)))
+			}
+			p.PExpire(ctx, e.opts.indexKey(), ttl)
+			return nil
+		})
+		return err
+	})
+	if err != nil {
+		return redisError(ctx, "reconcile: adopt", err)
+	}
+	return nil
 }
 
 // record is one running environment as Redis holds it.
@@ -106,7 +299,7 @@ type record struct {
 	start   time.Time
 }
 
-func (e *Environments) reconcileSubjects(ctx context.Context, subjects map[string]float64, exists Existing, grace time.Duration, r *Reconciled) error {
+func (e *Environments) reconcileSubjects(ctx context.Context, subjects map[string]float64, src Source, r *Reconciled) error {
 	tags := make([]string, 0, len(subjects))
 	for tag := range subjects {
 		tags = append(tags, tag)
@@ -159,14 +352,14 @@ func (e *Environments) reconcileSubjects(ctx context.Context, subjects map[strin
 		}
 		have := map[string]bool{}
 		if len(ask) > 0 {
-			if have, err = exists(ctx, ask); err != nil {
+			if have, err = src.Existing(ctx, ask); err != nil {
 				return fmt.Errorf("quota: reconcile: ask the backend: %w", err)
 			}
 		}
 		for _, rec := range batch {
 			switch {
 			case strings.HasPrefix(rec.id, PlaceholderPrefix):
-				if now.Sub(rec.start) < grace {
+				if now.Sub(rec.start) < src.Grace {
 					alive = append(alive, rec)
 					continue
 				}
@@ -224,7 +417,8 @@ func (e *Environments) renew(ctx context.Context, alive []record) error {
 
 // ReconcileSubject is Reconcile for one subject, at once and whatever the
 // other replicas do: for an operator settling one customer's quota.
-func (e *Environments) ReconcileSubject(ctx context.Context, subject string, exists Existing, grace time.Duration) (Reconciled, error) {
+func (e *Environments) ReconcileSubject(ctx context.Context, subject string, src Source) (Reconciled, error) {
+	var r Reconciled
 	tag := tagOf(e.opts.tag(subject))
 	score := -1.0 // not in the index: never dropped from it here
 	err := e.opts.call(ctx, func(ctx context.Context) error {
@@ -237,10 +431,10 @@ func (e *Environments) ReconcileSubject(ctx context.Context, subject string, exi
 		}
 		return err
 	})
-	var r Reconciled
 	if err != nil {
-		return r, redisError(ctx, "reconcile", err)
+		err = redisError(ctx, "reconcile", err)
+	} else {
+		err = e.reconcileSubjects(ctx, map[string]float64{tag: score}, src, &r)
 	}
-	err = e.reconcileSubjects(ctx, map[string]float64{tag: score}, exists, grace, &r)
-	return r, err
+	return r, errors.Join(err, e.adopt(ctx, src, subject, &r))
 }
