@@ -65,7 +65,9 @@ const inFlightSkew = 30 * time.Second
 // adoptScript counts, as running, the environments of one subject that the
 // backend holds and Redis lacks, each from its start, and returns their ids.
 // Adoption goes by environment id (HSETNX), so it never counts one twice,
-// whatever the order of a confirmation and a pass. What it leaves alone:
+// whatever the order of a confirmation and a pass. A page whose
+// environments Redis holds already (the usual case) costs one HEXISTS each.
+// What it leaves alone:
 //
 //   - environments created at or after the start of the subject's oldest
 //     reservation in flight (less inFlightSkew): one of them may be that
@@ -85,6 +87,11 @@ const inFlightSkew = 30 * time.Second
 //     ARGV[7], ARGV[8], …: environment id, start (ms), …
 //     returns the ids adopted
 var adoptScript = redis.NewScript(`
+local missing = {}
+for i = 7, #ARGV, 2 do
+  if redis.call('HEXISTS', KEYS[1], ARGV[i]) == 0 then missing[#missing + 1] = i end
+end
+if #missing == 0 then return {} end
 for _, id in ipairs(redis.call('HKEYS', KEYS[1])) do
   if string.sub(id, 1, #'` + PlaceholderPrefix + `') == '` + PlaceholderPrefix + `' then return {} end
 end
@@ -94,7 +101,7 @@ if oldest[2] then
   from = tonumber(oldest[2]) - tonumber(ARGV[2]) - tonumber(ARGV[3])
 end
 local adopted = {}
-for i = 7, #ARGV, 2 do
+for _, i in ipairs(missing) do
   local start = tonumber(ARGV[i + 1])
   if (from == nil or start < from) and
      redis.call('HSETNX', KEYS[1], ARGV[i], ARGV[i + 1] .. ' ' .. ARGV[4] .. ' ' .. ARGV[5]) == 1 then
