@@ -8,8 +8,9 @@
 //     compute quotas (vCPU-hours and memory GB-hours per calendar month),
 //     reserved before CreateEnvironment is forwarded, confirmed or rolled
 //     back by the backend's answer, released on DeleteEnvironment and forced
-//     deletes (ReleaseAll), and reconciled with the backend's truth
-//     (Reconcile).
+//     deletes (ReleaseAll), and reconciled with the backend's truth both
+//     ways (Reconcile: released when the backend no longer has them,
+//     adopted when it has them and Redis does not).
 //
 // Each decision is one Lua script, run on the slot of the subject's keys:
 // the scripts are the algorithm, the Go code passes arguments and decodes
@@ -35,7 +36,8 @@
 //	                       the usage of environments closed in it)
 //	q:owner:<environment>  string: the subject that owns a running environment
 //	q:envs:index           sorted set: tags of subjects with running
-//	                       environments (score bumped on each confirmation)
+//	                       environments (score bumped on each confirmation
+//	                       and adoption)
 //	q:envs:reconciling     string: the lease of the last reconciliation pass
 //
 // Every key expires: leases and reservations with their period, the month's
