@@ -39,7 +39,8 @@ type Created func(ctx context.Context, subject, after string) (page []Held, next
 // and how it counts what it learns.
 type Source struct {
 	Existing Existing
-	Created  Created
+	// Created lists what the backend holds; nil: nothing is adopted.
+	Created Created
 	// Size is what an adopted environment counts for compute quotas (an
 	// environment the edge confirmed keeps the size it was reserved at).
 	Size Size
@@ -204,6 +205,9 @@ func (e *Environments) releaseGone(ctx context.Context, src Source, r *Reconcile
 // adopt counts, as running, the environments the backend holds and Redis
 // lacks: subject's, or every subject's (subject empty).
 func (e *Environments) adopt(ctx context.Context, src Source, subject string, r *Reconciled) error {
+	if src.Created == nil {
+		return nil
+	}
 	vcpu, mem, err := src.Size.milli()
 	if err != nil {
 		return err
