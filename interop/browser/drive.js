@@ -34,9 +34,16 @@ const chromium = spawn(
   { stdio: ["ignore", "ignore", "pipe"] },
 );
 
+// exited: whether Chromium has ended. A process ended by a signal (a crash,
+// or our SIGKILL) keeps exitCode null and has signalCode set instead.
+const exited = () => chromium.exitCode !== null || chromium.signalCode !== null;
+
 async function stop() {
   chromium.kill("SIGKILL");
-  await new Promise((r) => (chromium.exitCode !== null ? r() : chromium.once("exit", r)));
+  // Waiting on "exit" for a process that has already ended would wait for
+  // ever: Node would then find nothing left to do and exit 0 with no
+  // report.
+  await new Promise((r) => (exited() ? r() : chromium.once("exit", r)));
   await rm(profile, { recursive: true, force: true });
 }
 
