@@ -53,6 +53,9 @@ func startFloodingUpstream(t *testing.T) string {
 // writes each stream ends, its lease is freed, and the goroutines go.
 // A stream whose backend is merely idle is not ended.
 func TestClientsThatStopReadingHoldBoundedMemoryAndTheirStreamsEnd(t *testing.T) {
+	// Parallel: the heap and goroutines measured are a child edge's, which
+	// serves this test alone.
+	t.Parallel()
 	iss := testkit.SharedIssuer(t)
 	up := startFloodingUpstream(t)
 	cfg := testkit.EdgeConfig(t, up, iss.URL())
