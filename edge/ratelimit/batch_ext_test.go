@@ -110,9 +110,13 @@ func TestASlowRedisGetsSeveralPipelinesAtOnce(t *testing.T) {
 	}
 	// The first call goes alone; the others leave in full batches of 32
 	// (three beside it, then the 23 left when a pipeline is back), not one
-	// pipeline each as soon as they come.
-	if n := slow.total.Load(); n > 6 {
-		t.Errorf("%d round trips for 120 calls, want at most 6", n)
+	// pipeline each as soon as they come: 5 round trips when all 120 are
+	// there at once. A goroutine the scheduler starts late, on a busy
+	// machine, finds the batches gone and leaves in one of its own, so the
+	// bound is a tenth of the calls (seen: 7), where one pipeline a call
+	// would make 120.
+	if n := slow.total.Load(); n > 12 {
+		t.Errorf("%d round trips for 120 calls, want at most 12", n)
 	}
 }
 
