@@ -79,7 +79,7 @@ func mustVerify(t *testing.T, issuerURL, audience, token string) claims {
 	return c
 }
 
-// post sends a raw token request, for requests testkit.FetchToken would not send.
+// post sends a raw token request, for requests devissuer.FetchToken would not send.
 func post(t *testing.T, issuerURL, contentType, body string, basic *url.Userinfo) *http.Response {
 	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost,

@@ -235,7 +235,7 @@ func TestSubjectStableAcrossIssuerInstancesAndDistinctPerSubject(t *testing.T) {
 		t.Helper()
 		out := map[string]string{}
 		for _, u := range []struct{ name, password string }{{"alice", "alice"}, {"bob", "bob"}, {"pro-1", "dev"}} {
-			tok, err := testkit.Password(t.Context(), nil, srv.URL(), "cli", u.name, u.password)
+			tok, err := devissuer.Password(t.Context(), nil, srv.URL(), "cli", u.name, u.password)
 			if err != nil {
 				t.Fatalf("Password(%s): %v", u.name, err)
 			}
@@ -326,7 +326,7 @@ func TestDefaultConfigServesTheSameFixturesAsZeroConfig(t *testing.T) {
 		t.Errorf("clients %q, want %q", ids, want)
 	}
 	srv := startIssuer(t, cfg)
-	if _, err := testkit.Password(t.Context(), nil, srv.URL(), "cli", "carol", "carol"); err != nil {
+	if _, err := devissuer.Password(t.Context(), nil, srv.URL(), "cli", "carol", "carol"); err != nil {
 		t.Errorf("carol through DefaultConfig: %v", err)
 	}
 }

@@ -77,7 +77,7 @@ func TestPasswordGrantTokenCarriesEmailNameAndPlan(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.username, func(t *testing.T) {
-			tok, err := testkit.Password(t.Context(), nil, srv.URL(), devissuer.DevPublicClient, tc.username, tc.password)
+			tok, err := devissuer.Password(t.Context(), nil, srv.URL(), devissuer.DevPublicClient, tc.username, tc.password)
 			if err != nil {
 				t.Fatalf("Password: %v", err)
 			}
@@ -240,17 +240,17 @@ func TestFetchTokenErrorCarriesStatusAndKeycloakCode(t *testing.T) {
 			return testkit.ClientCredentials(t.Context(), nil, srv.URL(), "svc-admin", "wrong")
 		}, 401, "unauthorized_client", "Invalid client or Invalid client credentials"},
 		{"wrong password", func() (string, error) {
-			return testkit.Password(t.Context(), nil, srv.URL(), "cli", "alice", "wrong")
+			return devissuer.Password(t.Context(), nil, srv.URL(), "cli", "alice", "wrong")
 		}, 401, "invalid_grant", "Invalid user credentials"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			tok, err := tc.fetch()
-			tokErr, ok := errors.AsType[*testkit.TokenError](err)
+			tokErr, ok := errors.AsType[*devissuer.TokenError](err)
 			if !ok {
 				t.Fatalf("got token %q, error %v; want a *TokenError", tok, err)
 			}
-			want := testkit.TokenError{Status: tc.wantStatus, Code: tc.wantCode, Description: tc.wantDescription}
+			want := devissuer.TokenError{Status: tc.wantStatus, Code: tc.wantCode, Description: tc.wantDescription}
 			if *tokErr != want {
 				t.Errorf("TokenError = %+v, want %+v", *tokErr, want)
 			}
@@ -275,8 +275,8 @@ func TestGeneratedPlanUserRefused(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := startIssuer(t, tc.cfg)
-			_, err := testkit.Password(t.Context(), nil, srv.URL(), "cli", tc.username, tc.password)
-			tokErr, ok := errors.AsType[*testkit.TokenError](err)
+			_, err := devissuer.Password(t.Context(), nil, srv.URL(), "cli", tc.username, tc.password)
+			tokErr, ok := errors.AsType[*devissuer.TokenError](err)
 			if !ok || tokErr.Status != 401 || tokErr.Code != "invalid_grant" {
 				t.Errorf("error %v, want 401 invalid_grant", err)
 			}
@@ -312,12 +312,12 @@ func TestCustomRealmAudienceAndTTLShowInTokens(t *testing.T) {
 
 	// Without a public client, no one may use the password grant; without the
 	// fixtures, alice is unknown.
-	_, err = testkit.Password(t.Context(), nil, srv.URL(), "cli", "alice", "alice")
-	if tokErr, ok := errors.AsType[*testkit.TokenError](err); !ok || tokErr.Code != "unauthorized_client" {
+	_, err = devissuer.Password(t.Context(), nil, srv.URL(), "cli", "alice", "alice")
+	if tokErr, ok := errors.AsType[*devissuer.TokenError](err); !ok || tokErr.Code != "unauthorized_client" {
 		t.Errorf("password grant through unknown cli: %v, want unauthorized_client", err)
 	}
-	_, err = testkit.Password(t.Context(), nil, srv.URL(), "robot", "dave", "pw")
-	if tokErr, ok := errors.AsType[*testkit.TokenError](err); !ok || tokErr.Status != 401 {
+	_, err = devissuer.Password(t.Context(), nil, srv.URL(), "robot", "dave", "pw")
+	if tokErr, ok := errors.AsType[*devissuer.TokenError](err); !ok || tokErr.Status != 401 {
 		// robot is confidential and the secret is missing: client authentication fails first.
 		t.Errorf("password grant through robot without secret: %v, want 401", err)
 	}
@@ -337,7 +337,7 @@ func TestConcurrentTokenRequestsWhileRotatingAllVerify(t *testing.T) {
 				if w%2 == 0 {
 					tok, err = testkit.ClientCredentials(t.Context(), nil, srv.URL(), "svc-admin", devissuer.DevClientSecret)
 				} else {
-					tok, err = testkit.Password(t.Context(), nil, srv.URL(), "cli", "bob", "bob")
+					tok, err = devissuer.Password(t.Context(), nil, srv.URL(), "cli", "bob", "bob")
 				}
 				if err != nil {
 					t.Errorf("token request: %v", err)
@@ -367,7 +367,7 @@ func TestConcurrentTokenRequestsWhileRotatingAllVerify(t *testing.T) {
 // with the access token: typ ID, aud the client, bound by at_hash.
 func TestIDTokenComesWithTheAccessTokenAsKeycloakSendsIt(t *testing.T) {
 	srv := startIssuer(t, devissuer.Config{})
-	toks, err := testkit.FetchTokens(t.Context(), nil, srv.URL(), url.Values{
+	toks, err := devissuer.FetchTokens(t.Context(), nil, srv.URL(), url.Values{
 		"grant_type": {"password"}, "client_id": {devissuer.DevPublicClient}, "username": {"carol"}, "password": {"carol"},
 	})
 	if err != nil {

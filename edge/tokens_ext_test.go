@@ -66,7 +66,7 @@ func TestTokensForAnotherAudienceAreRefused(t *testing.T) {
 	t.Parallel()
 	iss, st := startStackWithIssuer(t, devissuer.Config{Audience: []string{"billing"}}, nil)
 	// A real token from the token endpoint, for the billing API.
-	billing, err := testkit.Password(ctxT(t), testkit.HTTP1Client, iss.URL(), devissuer.DevPublicClient, "bob", "bob")
+	billing, err := devissuer.Password(ctxT(t), testkit.HTTP1Client, iss.URL(), devissuer.DevPublicClient, "bob", "bob")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,8 +139,8 @@ func TestIDTokensAreRefused(t *testing.T) {
 	icfg := devissuer.DefaultConfig()
 	icfg.Clients = append(icfg.Clients, devissuer.Client{ID: devissuer.DefaultAudience, Public: true})
 	iss, st := startStackWithIssuer(t, icfg, nil)
-	login := func(client string) testkit.Tokens {
-		toks, err := testkit.FetchTokens(ctxT(t), testkit.HTTP1Client, iss.URL(), url.Values{
+	login := func(client string) devissuer.Tokens {
+		toks, err := devissuer.FetchTokens(ctxT(t), testkit.HTTP1Client, iss.URL(), url.Values{
 			"grant_type": {"password"}, "client_id": {client}, "username": {"carol"}, "password": {"carol"},
 		})
 		if err != nil || toks.IDToken == "" {

@@ -71,7 +71,7 @@ func TestServiceAccountAndPersonClaimsBecomePrincipals(t *testing.T) {
 		t.Fatalf("service account principal %+v", p)
 	}
 
-	tok, err = testkit.Password(ctx(t), hc, iss.URL(), "cli", "bob", "bob")
+	tok, err = devissuer.Password(ctx(t), hc, iss.URL(), "cli", "bob", "bob")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 
+	"github.com/orgedge/edge/devissuer"
 	svcv1 "github.com/orgedge/edge/gen/svc/v1"
 	"github.com/orgedge/edge/internal/testkit"
 )
@@ -22,7 +23,7 @@ func TestDevModeBurstOfKeyedCallsGetsNoUnavailable(t *testing.T) {
 	runDev(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	tok, err := testkit.Password(ctx, testkit.HTTP1Client, "http://127.0.0.1:8081/realms/dev", "cli", "pro-burst", "dev")
+	tok, err := devissuer.Password(ctx, testkit.HTTP1Client, "http://127.0.0.1:8081/realms/dev", "cli", "pro-burst", "dev")
 	if err != nil {
 		t.Fatal(err)
 	}

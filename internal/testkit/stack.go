@@ -125,9 +125,9 @@ func Token(t testing.TB, issuerURL, who string) string {
 	case strings.HasPrefix(who, "svc-"):
 		tok, err = ClientCredentials(ctx, HTTP1Client, issuerURL, who, "dev-secret")
 	case strings.Contains(who, "-"):
-		tok, err = Password(ctx, HTTP1Client, issuerURL, "cli", who, "dev")
+		tok, err = devissuer.Password(ctx, HTTP1Client, issuerURL, "cli", who, "dev")
 	default:
-		tok, err = Password(ctx, HTTP1Client, issuerURL, "cli", who, who)
+		tok, err = devissuer.Password(ctx, HTTP1Client, issuerURL, "cli", who, who)
 	}
 	if err != nil {
 		t.Fatalf("token for %s: %v", who, err)

@@ -17,13 +17,10 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -31,6 +28,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/orgedge/edge/devissuer"
 )
 
 const procedure = "/svc.v1.OrganizationService/ListOrganizations"
@@ -301,19 +300,10 @@ func cpuTime(pid string) time.Duration {
 	return time.Duration(ut+st) * time.Second / 100 // USER_HZ
 }
 
+// token is an access token of the development issuer for user (password
+// grant).
 func token(issuer, user string) (string, error) {
-	form := url.Values{"grant_type": {"password"}, "client_id": {"cli"}, "username": {user}, "password": {"dev"}}
-	hc := &http.Client{Timeout: 10 * time.Second}
-	res, err := hc.PostForm(issuer+"/protocol/openid-connect/token", form)
-	if err != nil {
-		return "", err
-	}
-	defer res.Body.Close()
-	var body struct {
-		AccessToken string `json:"access_token"`
-	}
-	if err := json.NewDecoder(io.LimitReader(res.Body, 1<<20)).Decode(&body); err != nil || body.AccessToken == "" {
-		return "", errors.Join(fmt.Errorf("token for %s: HTTP %d", user, res.StatusCode), err)
-	}
-	return body.AccessToken, nil
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return devissuer.Password(ctx, nil, issuer, "cli", user, "dev")
 }

@@ -19,13 +19,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/orgedge/edge/devissuer"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -295,20 +295,9 @@ func (m *meter) usedMemory(ctx context.Context) (int64, error) {
 
 // token is an access token of the development issuer for user (password grant).
 func (m *meter) token(user string) (string, error) {
-	res, err := m.hc.PostForm(m.issuer+"/protocol/openid-connect/token", url.Values{
-		"grant_type": {"password"}, "client_id": {"cli"}, "username": {user}, "password": {"dev"},
-	})
-	if err != nil {
-		return "", err
-	}
-	defer res.Body.Close()
-	var t struct {
-		AccessToken string `json:"access_token"`
-	}
-	if err := json.NewDecoder(io.LimitReader(res.Body, 1<<20)).Decode(&t); err != nil || t.AccessToken == "" {
-		return "", fmt.Errorf("token for %s: %s: %v", user, res.Status, err)
-	}
-	return t.AccessToken, nil
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return devissuer.Password(ctx, m.hc, m.issuer, "cli", user, "dev")
 }
 
 // call makes one Connect JSON unary call, with an Idempotency-Key unless key

@@ -18,7 +18,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -30,6 +29,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/orgedge/edge/devissuer"
 	svcv1 "github.com/orgedge/edge/gen/svc/v1"
 	"github.com/orgedge/edge/gen/svc/v1/svcv1connect"
 )
@@ -438,20 +438,9 @@ func (b *bench) snapshot(ctx context.Context) (snapshot, error) {
 // token is an access token of the development issuer for user (password
 // grant).
 func (b *bench) token(user string) (string, error) {
-	res, err := http.PostForm(b.issuer+"/protocol/openid-connect/token", url.Values{
-		"grant_type": {"password"}, "client_id": {"cli"}, "username": {user}, "password": {"dev"},
-	})
-	if err != nil {
-		return "", err
-	}
-	defer res.Body.Close()
-	var t struct {
-		AccessToken string `json:"access_token"`
-	}
-	if err := json.NewDecoder(io.LimitReader(res.Body, 1<<20)).Decode(&t); err != nil || t.AccessToken == "" {
-		return "", fmt.Errorf("token for %s: %s: %v", user, res.Status, err)
-	}
-	return t.AccessToken, nil
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return devissuer.Password(ctx, nil, b.issuer, "cli", user, "dev")
 }
 
 // leaseBytes sums MEMORY USAGE over the subjects' lease sets.
