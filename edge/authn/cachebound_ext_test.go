@@ -11,20 +11,8 @@ import (
 	"github.com/orgedge/edge/devissuer"
 	"github.com/orgedge/edge/edge/authn"
 	"github.com/orgedge/edge/identity"
+	"github.com/orgedge/edge/internal/testenv"
 )
-
-type cacheStat struct {
-	entries, bound int
-	evictions      uint64
-}
-
-func cacheStats(a *authn.Authenticator) map[string]cacheStat {
-	out := map[string]cacheStat{}
-	a.CacheStats(func(name string, entries, bound int, evictions uint64) {
-		out[name] = cacheStat{entries, bound, evictions}
-	})
-	return out
-}
 
 // TestTokenCachesHoldTheirBounds: five verified and five refused tokens
 // through caches of three each: three of each kept, two of each evicted.
@@ -51,9 +39,9 @@ func TestTokenCachesHoldTheirBounds(t *testing.T) {
 			t.Fatal("a token for another audience accepted")
 		}
 	}
-	s := cacheStats(a)
+	s := testenv.CacheStats(a)
 	for _, name := range []string{"token", "refused_token"} {
-		if got, want := s[name], (cacheStat{3, 3, 2}); got != want {
+		if got, want := s[name], (testenv.CacheStat{Entries: 3, Bound: 3, Evictions: 2}); got != want {
 			t.Errorf("%s cache %+v, want %+v", name, got, want)
 		}
 	}
@@ -73,7 +61,7 @@ func TestFailingAddressesHoldTheirBound(t *testing.T) {
 			t.Fatal("garbage accepted")
 		}
 	}
-	if got, want := cacheStats(a)["failing_address"], (cacheStat{bound, bound, more}); got != want {
+	if got, want := testenv.CacheStats(a)["failing_address"], (testenv.CacheStat{Entries: bound, Bound: bound, Evictions: more}); got != want {
 		t.Errorf("failing addresses %+v, want %+v", got, want)
 	}
 }

@@ -6,20 +6,9 @@ import (
 	"log/slog"
 	"testing"
 	"time"
+
+	"github.com/orgedge/edge/internal/testenv"
 )
-
-type cacheStat struct {
-	entries, bound int
-	evictions      uint64
-}
-
-func stepCaches(l *Step) map[string]cacheStat {
-	out := map[string]cacheStat{}
-	l.CacheStats(func(name string, entries, bound int, evictions uint64) {
-		out[name] = cacheStat{entries, bound, evictions}
-	})
-	return out
-}
 
 // TestSubjectTablesHoldTheirBounds fills the shadow log's pacing and the
 // late confirmations past their bounds.
@@ -37,11 +26,11 @@ func TestSubjectTablesHoldTheirBounds(t *testing.T) {
 	for i := range maxLateConfirms + more {
 		l.confirmLater(fmt.Sprint("subject-", i), lateConfirm{id: fmt.Sprint("env-", i)})
 	}
-	s := stepCaches(l)
-	if got, want := s["shadow_log"], (cacheStat{maxShadowLogged, maxShadowLogged, more}); got != want {
+	s := testenv.CacheStats(l)
+	if got, want := s["shadow_log"], (testenv.CacheStat{Entries: maxShadowLogged, Bound: maxShadowLogged, Evictions: more}); got != want {
 		t.Errorf("shadow log %+v, want %+v", got, want)
 	}
-	if got, want := s["late_confirm"], (cacheStat{maxLateConfirms, maxLateConfirms, more}); got != want {
+	if got, want := s["late_confirm"], (testenv.CacheStat{Entries: maxLateConfirms, Bound: maxLateConfirms, Evictions: more}); got != want {
 		t.Errorf("late confirmations %+v, want %+v", got, want)
 	}
 }

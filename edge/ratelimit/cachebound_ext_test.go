@@ -9,19 +9,6 @@ import (
 	"github.com/orgedge/edge/internal/testenv"
 )
 
-type cacheStat struct {
-	entries, bound int
-	evictions      uint64
-}
-
-func cacheStats(l *ratelimit.Limiter) map[string]cacheStat {
-	out := map[string]cacheStat{}
-	l.CacheStats(func(name string, entries, bound int, evictions uint64) {
-		out[name] = cacheStat{entries, bound, evictions}
-	})
-	return out
-}
-
 // TestRefusalCacheHoldsItsBound: five subjects refused by Redis, a cache of
 // three: three remembered, two evicted.
 func TestRefusalCacheHoldsItsBound(t *testing.T) {
@@ -35,7 +22,7 @@ func TestRefusalCacheHoldsItsBound(t *testing.T) {
 			t.Fatalf("subject %d: %+v, want refused by Redis", i, d)
 		}
 	}
-	if got, want := cacheStats(l)["refusal"], (cacheStat{3, 3, 2}); got != want {
+	if got, want := testenv.CacheStats(l)["refusal"], (testenv.CacheStat{Entries: 3, Bound: 3, Evictions: 2}); got != want {
 		t.Errorf("refusal cache %+v, want %+v", got, want)
 	}
 }
@@ -50,9 +37,9 @@ func TestLocalLimitersHoldTheirBound(t *testing.T) {
 		req := ratelimit.Request{Subject: testenv.Unique(fmt.Sprint("local-", i)), Limits: []ratelimit.Limit{freePlan}, Daily: freeDaily}
 		allow(t, l, req)
 	}
-	s := cacheStats(l)
+	s := testenv.CacheStats(l)
 	for _, name := range []string{"local_rate", "local_day"} {
-		if got, want := s[name], (cacheStat{3, 3, 2}); got != want {
+		if got, want := s[name], (testenv.CacheStat{Entries: 3, Bound: 3, Evictions: 2}); got != want {
 			t.Errorf("%s %+v, want %+v", name, got, want)
 		}
 	}
