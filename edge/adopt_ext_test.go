@@ -152,18 +152,17 @@ func TestEnvironmentsRedisLostAreCountedAgainOnceItIsBack(t *testing.T) {
 	wantError(t, err, connect.CodeUnavailable, "LIMITS_UNAVAILABLE", "edge")
 	rs.Restart()
 	// The edge reads Redis again (its pool reconnects).
-	for deadline := time.Now().Add(30 * time.Second); ; {
+	var running int64
+	testkit.WaitFor(t, "the edge to read Redis again", func() bool {
 		u, err := c.Usage.GetUsage(ctx, req(&svcv1.GetUsageRequest{}))
-		if err == nil {
-			if n := u.Msg.ResourceUsage.Environments; n != 0 {
-				t.Fatalf("a Redis restarted empty counts %d running environments", n)
-			}
-			break
+		if err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the edge never read Redis again: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
+		running = int64(u.Msg.ResourceUsage.Environments)
+		return true
+	})
+	if running != 0 {
+		t.Fatalf("a Redis restarted empty counts %d running environments", running)
 	}
 	if adopted, _ := s.pass(t); adopted != 2 {
 		t.Fatalf("the pass adopted %d environments, want 2", adopted)

@@ -2,7 +2,6 @@ package interop_test
 
 import (
 	"testing"
-	"time"
 
 	"github.com/orgedge/edge/internal/testkit"
 )
@@ -26,15 +25,12 @@ func TestPythonGRPCIORetryPolicyRetriesUnavailableAndReadsRefusals(t *testing.T)
 		wantCode(t, "ListOrganizations with the backend down", out.Retry, "UNAVAILABLE")
 		// grpcio does not tell its attempts; the edge counts each once
 		// its answer is out.
-		attempts := func() float64 {
-			return testkit.Scrape(t, s.dead.AdminURL+"/metrics").Sum("edge_requests_total",
-				"method", "ListOrganizations", "protocol", "grpc", "code", "unavailable")
+		attempts := func(m testkit.Samples) float64 {
+			return m.Sum("edge_requests_total", "method", "ListOrganizations", "protocol", "grpc", "code", "unavailable")
 		}
-		deadline := time.Now().Add(10 * time.Second)
-		for attempts() < 4 && time.Now().Before(deadline) {
-			time.Sleep(20 * time.Millisecond)
-		}
-		if got := attempts(); got != 4 {
+		m := testkit.ScrapeUntil(t, s.dead.AdminURL+"/metrics", "the client's attempts counted",
+			func(m testkit.Samples) bool { return attempts(m) >= 4 })
+		if got := attempts(m); got != 4 {
 			t.Fatalf("the edge answered %v attempts, want the policy's 4", got)
 		}
 	})
