@@ -419,7 +419,11 @@ func redisClient(t testing.TB, addr string) *redis.Client {
 // reconciler does every limits.reconcile_interval.
 func reconciler(t testing.TB, e *testkit.Edge) *limits.Reconciler {
 	t.Helper()
-	envs := quota.NewEnvironments(redisClient(t, e.Config.Redis.Addr), quota.Options{KeyPrefix: e.Config.Redis.KeyPrefix})
+	// Each Redis call gets the deadline the edge's own gives it: a first
+	// call dials, which under -race on a busy machine takes longer than the
+	// package default of 50ms.
+	timeout := e.Config.Redis.PoolTimeout + 2*e.Config.Redis.Timeout
+	envs := quota.NewEnvironments(redisClient(t, e.Config.Redis.Addr), quota.Options{KeyPrefix: e.Config.Redis.KeyPrefix, Timeout: timeout})
 	r := limits.NewReconciler(envs, e.Config.Upstream.AdminURL, e.Config.Limits.ReconcileInterval, slog.New(slog.DiscardHandler))
 	r.Size = func() quota.Size { return quota.Size(e.Config.Limits.EnvironmentSize) }
 	return r
