@@ -9,22 +9,39 @@
 -- intervals), at most the new burst. So a changed rate, burst or period
 -- takes effect at once for every subject, with no lockout when it rises and
 -- no fresh burst when it falls. A TAT without its interval (written by an
--- older script, or whose interval key expired) is read under the numbers
+-- older script, or whose subject hash expired) is read under the numbers
 -- in force. Either way it is never more than one burst ahead of now (as
 -- the arithmetic below keeps it under unchanged numbers).
 --
--- KEYS[1..n]     the TAT key of each GCRA limit
--- KEYS[n+1..2n]  the emission interval each TAT was written under
--- KEYS[2n+1]     the policy the subject was last charged under
--- KEYS[2n+2]     the subject's counter for the day (edge's UTC date in the key)
--- KEYS[2n+3]     the subject's counter for the month
+-- Each TAT is a key of its own, which expires when the limit is full
+-- again. Everything else of the subject is one hash (KEYS[n+3]), whose
+-- fields are small enough for Redis's compact encoding:
+--   d:YYYY-MM-DD   admitted cost that day (the edge's UTC date)
+--   m:YYYY-MM      admitted cost that month
+--   p              the policy the subject was last charged under
+--   i:<name>       the emission interval limit <name>'s TAT was written under
+-- The hash lives until a day after the month (renewed by each day's first
+-- admitted request), and that request drops the day and month fields older
+-- than yesterday and last month.
+--
+-- The day and month counters of the layout before the hash (a key each)
+-- are read and added, never written: during a rolling upgrade, replicas
+-- of both layouts count every request, and the older keys expire on their
+-- own (the month's a day after the month).
+--
+-- KEYS[1..n]  the TAT key of each GCRA limit; KEYS[i] is the hash's name
+--             without its last character, then the limit's name
+-- KEYS[n+1]   the older layout's counter for the day
+-- KEYS[n+2]   the older layout's counter for the month
+-- KEYS[n+3]   the subject's hash
 -- ARGV[1]     n, the number of GCRA limits
 -- ARGV[2]     cost
 -- ARGV[3]     daily cap, 0 for none
--- ARGV[4]     seconds the day counter lives (until a little after the day ends)
--- ARGV[5]     seconds the month counter lives
--- ARGV[6]     the policy this request is charged under ("" for none)
--- ARGV[4+3i], ARGV[5+3i], ARGV[6+3i]   burst, rate, period (seconds) of limit i
+-- ARGV[4]     seconds the subject's hash lives (until a day after the month)
+-- ARGV[5]     the policy this request is charged under ("" for none)
+-- ARGV[6]     today's field, ARGV[7] this month's field
+-- ARGV[8]     the oldest day field kept, ARGV[9] the oldest month field kept
+-- ARGV[7+3i], ARGV[8+3i], ARGV[9+3i]   burst, rate, period (seconds) of limit i
 --
 -- Returns {allowed, daily_refused, today, month} followed, for each limit, by
 -- {refused, remaining, tostring(retry_after), tostring(reset_after)}, and,
@@ -38,7 +55,8 @@ local n = tonumber(ARGV[1])
 local cost = tonumber(ARGV[2])
 local cap = tonumber(ARGV[3])
 local peek = cost == 0
-local day_key = KEYS[2 * n + 2]
+local hash = KEYS[n + 3]
+local day_field, month_field = ARGV[6], ARGV[7]
 
 -- Redis's clock, relative to 2017 as in redis_rate, so that every replica
 -- uses one clock and the float keeps its microseconds.
@@ -46,9 +64,16 @@ local jan_1_2017 = 1483228800
 local now = redis.call("TIME")
 now = (now[1] - jan_1_2017) + (now[2] / 1000000)
 
--- One read for every limit's TAT and interval, the policy charged and the
--- day's count (the keys share a hash tag, so one slot).
-local reads = redis.call("MGET", unpack(KEYS, 1, 2 * n + 2))
+-- Two reads: every TAT and the older layout's counters, then the hash's
+-- fields (the keys share a hash tag, so one slot).
+local reads = redis.call("MGET", unpack(KEYS, 1, n + 2))
+local fields = {}
+local name_at = #hash
+for i = 1, n do
+  fields[i] = "i:" .. string.sub(KEYS[i], name_at)
+end
+fields[n + 1], fields[n + 2], fields[n + 3] = "p", day_field, month_field
+local state = redis.call("HMGET", hash, unpack(fields))
 
 local allowed = true
 -- Per limit i: tat, new_tat, diff, remaining, emission_interval, burst_offset
@@ -58,9 +83,9 @@ local l = {}
 -- whether the TAT read was converted to the numbers in force.
 local interval, converted = {}, {}
 for i = 1, n do
-  local burst = ARGV[4 + 3 * i]
-  local rate = ARGV[5 + 3 * i]
-  local period = ARGV[6 + 3 * i]
+  local burst = ARGV[7 + 3 * i]
+  local rate = ARGV[8 + 3 * i]
+  local period = ARGV[9 + 3 * i]
 
   local emission_interval = period / rate
   local increment = emission_interval * cost
@@ -72,7 +97,7 @@ for i = 1, n do
     tat = now
   else
     tat = math.max(tonumber(tat), now)
-    local was = reads[n + i]
+    local was = state[i]
     if was and was ~= interval[i] then
       tat = now + (tat - now) / tonumber(was) * emission_interval
       converted[i] = true
@@ -97,23 +122,27 @@ for i = 1, n do
     tat, new_tat, diff, remaining, emission_interval, burst_offset
 end
 
-local today = tonumber(reads[2 * n + 2] or "0")
+local older_today = tonumber(reads[n + 1] or "0")
+local older_month = tonumber(reads[n + 2] or "0")
+local today = tonumber(state[n + 2] or "0") + older_today
 local daily_refused = cap > 0 and today + cost > cap
 if daily_refused then
   allowed = false
 end
 
+-- Field-value pairs for one HSET at the end.
+local hset = {}
+
 -- keep writes limit i's TAT and, if it differs from the one stored, its
--- interval. The interval lives as long as the day's counter (refreshed by
--- the day's first admitted request), at least as long as the TAT: so the
--- state of a subject active every day always keeps its interval.
-local function keep(i, tat, day_started)
+-- interval.
+local function keep(i, tat)
   local ttl = math.ceil(tat - now)
   if ttl > 0 then
     redis.call("SET", KEYS[i], tat, "EX", ttl)
   end
-  if day_started or reads[n + i] ~= interval[i] then
-    redis.call("SET", KEYS[n + i], interval[i], "EX", math.max(ttl, tonumber(ARGV[4])))
+  if state[i] ~= interval[i] then
+    hset[#hset + 1] = fields[i]
+    hset[#hset + 1] = interval[i]
   end
 end
 
@@ -124,7 +153,7 @@ if not allowed or peek then
   -- converted to new numbers is kept converted, so that it comes back at
   -- the new rate from now on.
   result[2] = daily_refused and 1 or 0
-  result[4] = tonumber(redis.call("GET", KEYS[2 * n + 3]) or "0")
+  result[4] = tonumber(state[n + 3] or "0") + older_month
   for i = 1, n do
     local b = 6 * i - 6
     local tat, diff, remaining = l[b + 1], l[b + 3], l[b + 4]
@@ -137,38 +166,54 @@ if not allowed or peek then
     end
     result[r + 4] = tostring(tat - now)
     if converted[i] and not peek then
-      keep(i, tat, false)
+      keep(i, tat)
     end
   end
+  if #hset > 0 then
+    -- The hash may be made here: it gets its expiry at once.
+    redis.call("HSET", hash, unpack(hset))
+    redis.call("EXPIRE", hash, ARGV[4])
+  end
   if peek then
-    result[4 * n + 5] = reads[2 * n + 1]
+    result[4 * n + 5] = state[n + 1]
   end
   return result
 end
 
--- The counters get their expiry when they are made (the call that finds
--- them at cost): one command each per call instead of two. The day's
--- first request also renews the intervals and the policy charged.
 result[1] = 1
-result[3] = redis.call("INCRBY", day_key, ARGV[2])
-local day_started = result[3] == cost
-if day_started then
-  redis.call("EXPIRE", day_key, ARGV[4])
-end
-result[4] = redis.call("INCRBY", KEYS[2 * n + 3], ARGV[2])
-if result[4] == cost then
-  redis.call("EXPIRE", KEYS[2 * n + 3], ARGV[5])
-end
+local counted = redis.call("HINCRBY", hash, day_field, cost)
+local day_started = counted == cost
+result[3] = counted + older_today
+result[4] = redis.call("HINCRBY", hash, month_field, cost) + older_month
 for i = 1, n do
   local b = 6 * i - 6
   local new_tat = l[b + 2]
-  keep(i, new_tat, day_started)
+  keep(i, new_tat)
   local r = 4 * i
   result[r + 1], result[r + 2], result[r + 3], result[r + 4] =
     0, math.floor(l[b + 4]), "-1", tostring(new_tat - now)
 end
-local policy = ARGV[6]
-if policy ~= "" and (day_started or reads[2 * n + 1] ~= policy) then
-  redis.call("SET", KEYS[2 * n + 1], policy, "EX", ARGV[4])
+local policy = ARGV[5]
+if policy ~= "" and state[n + 1] ~= policy then
+  hset[#hset + 1] = "p"
+  hset[#hset + 1] = policy
+end
+if #hset > 0 then
+  redis.call("HSET", hash, unpack(hset))
+end
+-- The day's first admitted request (the one that made the hash, among
+-- them) renews its expiry and drops the days and months past.
+if day_started then
+  redis.call("EXPIRE", hash, ARGV[4])
+  local past = {}
+  for _, f in ipairs(redis.call("HKEYS", hash)) do
+    local kind = string.sub(f, 1, 2)
+    if (kind == "d:" and f < ARGV[8]) or (kind == "m:" and f < ARGV[9]) then
+      past[#past + 1] = f
+    end
+  end
+  if #past > 0 then
+    redis.call("HDEL", hash, unpack(past))
+  end
 end
 return result

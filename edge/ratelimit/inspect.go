@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strings"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Peek reports the standing of every limit of req and the subject's
@@ -20,7 +22,7 @@ func (l *Limiter) Peek(ctx context.Context, req Request) (Decision, error) {
 	}
 	req.Cost = 0
 	k := keysFor(l.opts.KeyPrefix, req, l.opts.Now())
-	v, err := allowScript.Run(ctx, l.rdb, k.script(req), k.args(req)...).Slice()
+	v, err := allowScript.Run(ctx, l.rdb, k.script(), k.args(req)...).Slice()
 	if err != nil {
 		return Decision{}, fmt.Errorf("ratelimit: peek: %w", err)
 	}
@@ -53,14 +55,19 @@ func (l *Limiter) Reset(ctx context.Context, subject string, names []string) err
 		return err
 	}
 	k := keysFor(l.opts.KeyPrefix, req, l.opts.Now())
-	del := append(k.all[:len(req.Limits):len(req.Limits)], k.day)
-	if err := l.rdb.Del(ctx, del...).Err(); err != nil {
+	// The day's count is in the subject's hash and, from before it, in a
+	// key of its own (allow.lua).
+	_, err := l.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.Del(ctx, append(k.all[:len(req.Limits):len(req.Limits)], k.day)...)
+		p.HDel(ctx, k.hash, k.dayField)
+		return nil
+	})
+	if err != nil {
 		return fmt.Errorf("ratelimit: reset: %w", err)
 	}
 	if l.refused.cache != nil {
-		prefix := strings.TrimSuffix(k.day, "day:"+k.now.Format("2006-01-02"))
 		for _, key := range l.refused.cache.Keys() {
-			if strings.HasPrefix(key, prefix) {
+			if strings.HasPrefix(key, k.prefix) {
 				l.refused.cache.Remove(key)
 			}
 		}

@@ -252,7 +252,7 @@ func (l *Limiter) Allow(ctx context.Context, req Request) (Decision, error) {
 		return d, nil
 	}
 	raw, err := callAsync(l, ctx, func(ctx context.Context, deadline time.Time) <-chan result[[]any] {
-		return l.batch.run(ctx, deadline, k.script(req), k.args(req))
+		return l.batch.run(ctx, deadline, k.script(), k.args(req))
 	})
 	var v verdict
 	if err == nil {
@@ -293,15 +293,26 @@ type Usage struct{ Today, Month int64 }
 func (l *Limiter) Usage(ctx context.Context, subject string) (Usage, error) {
 	k := keysFor(l.opts.KeyPrefix, Request{Subject: subject}, l.opts.Now())
 	u, err := read(l, ctx, func(ctx context.Context) (Usage, error) {
-		v, err := l.rdb.MGet(ctx, k.day, k.month).Result()
+		// The hash's fields and the older layout's keys (allow.lua), in one
+		// round trip.
+		var older *redis.SliceCmd
+		var counted *redis.SliceCmd
+		_, err := l.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			older = p.MGet(ctx, k.day, k.month)
+			counted = p.HMGet(ctx, k.hash, k.dayField, k.monthField)
+			return nil
+		})
 		if err != nil {
 			return Usage{}, err
 		}
-		today, _ := v[0].(string)
-		month, _ := v[1].(string)
 		var u Usage
-		u.Today, _ = strconv.ParseInt(today, 10, 64)
-		u.Month, _ = strconv.ParseInt(month, 10, 64)
+		for i, n := range []*int64{&u.Today, &u.Month} {
+			for _, v := range [][]any{older.Val(), counted.Val()} {
+				s, _ := v[i].(string)
+				x, _ := strconv.ParseInt(s, 10, 64)
+				*n += x
+			}
+		}
 		return u, nil
 	})
 	if err != nil {
@@ -322,7 +333,7 @@ func (r *Request) validate() error {
 	}
 	for i, lim := range r.Limits {
 		switch {
-		case lim.Name == "" || lim.Name == DailyName || lim.Name == policyKey ||
+		case lim.Name == "" || lim.Name == DailyName || lim.Name == policyKey || lim.Name == hashKey ||
 			strings.HasPrefix(lim.Name, "day:") || strings.HasPrefix(lim.Name, "month:") || strings.HasPrefix(lim.Name, intervalKey):
 			return fmt.Errorf("ratelimit: limit name %q is empty or reserved", lim.Name)
 		case slices.ContainsFunc(r.Limits[:i], func(l Limit) bool { return l.Name == lim.Name }):
@@ -339,8 +350,15 @@ func (r *Request) validate() error {
 type keys struct {
 	// Per limit its TAT; script adds the rest of the script's KEYS, which
 	// only a call to Redis needs.
-	all        []string
-	prefix     string // of every key of the subject
+	all    []string
+	prefix string // of every key of the subject
+	// The subject's hash (see allow.lua) and its fields for the day and
+	// the month, and the oldest of each it keeps.
+	hash                   string
+	dayField, monthField   string
+	oldestDay, oldestMonth string
+	// The older layout's counters, which the script still reads; day is
+	// also the daily cap's identity in the in-process tables.
 	day, month string
 	ids        []limitID // per limit: key and numbers
 	dayID      limitID
@@ -348,9 +366,11 @@ type keys struct {
 	now, midnight, monthEnd time.Time
 }
 
-// Names of keys beside the limits': a limit's interval is intervalKey and
-// its name, the policy charged is policyKey. Limits may not take them.
+// Names of keys beside the limits': the subject's hash, and the older
+// layout's (its intervals, its policy charged, its day and month
+// counters), which a limit's key must not take either.
 const (
+	hashKey     = "s"
 	intervalKey = "iv:"
 	policyKey   = "policy"
 )
@@ -370,15 +390,21 @@ func keysFor(keyPrefix string, req Request, now time.Time) keys {
 	y, m, d := now.Date()
 	var date [10]byte
 	day := now.AppendFormat(date[:0], time.DateOnly)
+	yesterday := time.Date(y, m, d-1, 0, 0, 0, 0, time.UTC).Format(time.DateOnly)
 	k := keys{
-		now:      now,
-		day:      prefix + "day:" + string(day),
-		month:    prefix + "month:" + string(day[:7]),
-		midnight: time.Date(y, m, d+1, 0, 0, 0, 0, time.UTC),
-		monthEnd: time.Date(y, m+1, 1, 0, 0, 0, 0, time.UTC),
-		all:      make([]string, 0, 2*len(req.Limits)+3),
-		prefix:   prefix,
-		ids:      make([]limitID, 0, len(req.Limits)),
+		now:         now,
+		hash:        prefix + hashKey,
+		dayField:    "d:" + string(day),
+		monthField:  "m:" + string(day[:7]),
+		oldestDay:   "d:" + yesterday,
+		oldestMonth: "m:" + time.Date(y, m-1, 1, 0, 0, 0, 0, time.UTC).Format("2006-01"),
+		day:         prefix + "day:" + string(day),
+		month:       prefix + "month:" + string(day[:7]),
+		midnight:    time.Date(y, m, d+1, 0, 0, 0, 0, time.UTC),
+		monthEnd:    time.Date(y, m+1, 1, 0, 0, 0, 0, time.UTC),
+		all:         make([]string, 0, len(req.Limits)+3),
+		prefix:      prefix,
+		ids:         make([]limitID, 0, len(req.Limits)),
 	}
 	for _, lim := range req.Limits {
 		key := prefix + lim.Name
@@ -390,13 +416,9 @@ func keysFor(keyPrefix string, req Request, now time.Time) keys {
 }
 
 // script returns the script's KEYS (see allow.lua): per limit its TAT,
-// then per limit its interval, the policy charged, the day, the month.
-func (k keys) script(req Request) []string {
-	all := k.all
-	for _, lim := range req.Limits {
-		all = append(all, k.prefix+intervalKey+lim.Name)
-	}
-	return append(all, k.prefix+policyKey, k.day, k.month)
+// the older layout's day and month, the subject's hash.
+func (k keys) script() []string {
+	return append(k.all, k.day, k.month, k.hash)
 }
 
 // limitID names a limit in the in-process tables: its key, under which
@@ -412,8 +434,8 @@ type limitID struct {
 // redis_rate passes them, so that the arithmetic is the same.
 func (k keys) args(req Request) []any {
 	args := []any{
-		len(req.Limits), req.Cost, req.Daily,
-		k.ttl(k.midnight, time.Hour), k.ttl(k.monthEnd, 24*time.Hour), req.Policy,
+		len(req.Limits), req.Cost, req.Daily, k.ttl(k.monthEnd, 24*time.Hour), req.Policy,
+		k.dayField, k.monthField, k.oldestDay, k.oldestMonth,
 	}
 	for _, lim := range req.Limits {
 		args = append(args, lim.Burst, lim.Rate, lim.Period.Seconds())
@@ -421,8 +443,9 @@ func (k keys) args(req Request) []any {
 	return args
 }
 
-// ttl is how long, in whole seconds, a counter lives: a grace period past
-// the end of its window, so that a replica whose clock lags still finds it.
+// ttl is how long, in whole seconds, the subject's hash lives: a grace
+// period past the end of its window, so that a replica whose clock lags
+// still finds it.
 func (k keys) ttl(end time.Time, grace time.Duration) int64 {
 	return int64(math.Ceil((end.Sub(k.now) + grace).Seconds()))
 }

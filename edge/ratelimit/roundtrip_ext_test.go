@@ -108,12 +108,12 @@ func commandCalls(t *testing.T, rdb redis.UniversalClient) map[string]int64 {
 
 // An admitted request of one plan limit and a daily cap costs Redis as
 // little as it can while deciding exactly as redis_rate does: the clock,
-// one read of the limit and the day, the limit's write, and the two
-// counters, whose expiry is set once, when they are made. (redis_rate's
-// Allow runs TIME, GET, SET.) Keeping the limit's interval and the policy
-// the request is charged under adds none: they are read with the rest and
-// written only by the day's first request or when they change.
-func TestAnAdmittedRequestRunsFiveRedisCommands(t *testing.T) {
+// one read of the limit (with the older layout's counters), one of the
+// subject's hash, the limit's write, and the two counters, whose hash gets
+// its expiry once a day. (redis_rate's Allow runs TIME, GET, SET.) Keeping
+// the limit's interval and the policy the request is charged under adds
+// none: they are read with the rest and written only when they change.
+func TestAnAdmittedRequestRunsSixRedisCommands(t *testing.T) {
 	srv := testenv.StartRedisProcess(t, testenv.RedisProcessOptions{})
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	t.Cleanup(func() { _ = rdb.Close() })
@@ -133,13 +133,13 @@ func TestAnAdmittedRequestRunsFiveRedisCommands(t *testing.T) {
 			ran = append(ran, fmt.Sprintf("%s×%d", name, d))
 		}
 	}
-	if after["evalsha"]-before["evalsha"] != 1 || inScript != 5 {
-		t.Fatalf("an admitted request ran %d script call(s) and %d commands in it (%v), want 1 and 5",
+	if after["evalsha"]-before["evalsha"] != 1 || inScript != 6 {
+		t.Fatalf("an admitted request ran %d script call(s) and %d commands in it (%v), want 1 and 6",
 			after["evalsha"]-before["evalsha"], inScript, ran)
 	}
-	ttl, err := rdb.TTL(context.Background(), "rl:{"+subjectTag("commands")+"}:day:"+time.Now().UTC().Format(time.DateOnly)).Result()
+	ttl, err := rdb.TTL(context.Background(), "rl:{"+subjectTag("commands")+"}:s").Result()
 	if err != nil || ttl <= 0 {
-		t.Fatalf("the day counter has TTL %v (%v), want one", ttl, err)
+		t.Fatalf("the subject's counters have TTL %v (%v), want one", ttl, err)
 	}
 
 	// The policy charged is what Peek reports; a request charged under

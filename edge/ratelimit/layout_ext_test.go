@@ -1,0 +1,226 @@
+package ratelimit_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/orgedge/edge/edge/ratelimit"
+	"github.com/orgedge/edge/internal/testenv"
+)
+
+// subjectKeys is every key of subject in Redis, sorted.
+func subjectKeys(t *testing.T, rdb redis.UniversalClient, subject string) []string {
+	t.Helper()
+	var keys []string
+	scan := func(ctx context.Context, c *redis.Client) error {
+		it := c.Scan(ctx, 0, "rl:{"+subjectTag(subject)+"}:*", 100).Iterator()
+		for it.Next(ctx) {
+			keys = append(keys, it.Val())
+		}
+		return it.Err()
+	}
+	var err error
+	switch c := rdb.(type) {
+	case *redis.ClusterClient:
+		err = c.ForEachMaster(context.Background(), scan)
+	case *redis.Client:
+		err = scan(context.Background(), c)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// fields is the subject's hash, field by field.
+func fields(t *testing.T, rdb redis.UniversalClient, subject string) map[string]string {
+	t.Helper()
+	h, err := rdb.HGetAll(context.Background(), "rl:{"+subjectTag(subject)+"}:s").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// What a subject leaves in Redis once its limits are full again (its TATs
+// expired) is one key, the hash of its counters, policy and intervals,
+// which expires a day after the month; its memory, by Redis's own
+// accounting, is within the 250 bytes a subject may take (issue 22).
+func TestASubjectLeavesOneKeyThatExpiresAfterTheMonth(t *testing.T) {
+	forEachRedis(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		now := time.Now().UTC()
+		l := ratelimit.New(rdb, ratelimit.Options{Now: time.Now})
+		subject := testenv.Unique("one-key")
+		req := ratelimit.Request{Subject: subject, Limits: []ratelimit.Limit{freePlan, createOp}, Daily: freeDaily, Policy: "free"}
+		if d := allow(t, l, req); !d.Allowed || d.Today != 1 || d.Month != 1 {
+			t.Fatalf("first request: %+v", d)
+		}
+		tag := "rl:{" + subjectTag(subject) + "}:"
+		if got, want := subjectKeys(t, rdb, subject), []string{tag + "op:CreateEnvironment", tag + "plan", tag + "s"}; !slices.Equal(got, want) {
+			t.Fatalf("the subject's keys are %v, want %v", got, want)
+		}
+		day, month := now.Format(time.DateOnly), now.Format("2006-01")
+		want := map[string]string{"d:" + day: "1", "m:" + month: "1", "p": "free", "i:plan": "1", "i:op:CreateEnvironment": "6"}
+		if got := fields(t, rdb, subject); !maps(got, want) {
+			t.Fatalf("the subject's hash is %v, want %v", got, want)
+		}
+		ttl, err := rdb.TTL(ctx, tag+"s").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		y, m, _ := now.Date()
+		until := time.Until(time.Date(y, m+1, 2, 0, 0, 0, 0, time.UTC))
+		if ttl > until+time.Second || ttl < until-time.Minute {
+			t.Fatalf("the subject's hash expires in %v, want a day after the month (%v)", ttl, until)
+		}
+		// The TATs go when full again; the hash is then all that is left.
+		for _, k := range []string{tag + "plan", tag + "op:CreateEnvironment"} {
+			if ttl, err := rdb.TTL(ctx, k).Result(); err != nil || ttl <= 0 || ttl > 10*time.Second {
+				t.Fatalf("TAT %s has TTL %v (%v), want a few seconds", k, ttl, err)
+			}
+		}
+		bytes, err := rdb.MemoryUsage(ctx, tag+"s").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The four keys of the older layout took 442 bytes by MEMORY
+		// USAGE (docs/benchmarks.md, "Storage").
+		if bytes > 250 {
+			t.Fatalf("the subject's hash takes %d bytes by MEMORY USAGE, want at most 250", bytes)
+		}
+		t.Logf("the subject's hash: %d bytes by MEMORY USAGE", bytes)
+	})
+}
+
+func maps(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// The day's first admitted request drops the counts of days before
+// yesterday and of months before the last, so that a subject active every
+// day keeps a hash of a few fields; yesterday's and last month's stay for
+// a replica whose clock lags. A day's count starts from zero whatever was
+// counted the day before, and the month's goes on through the days.
+func TestDaysAndMonthsPastAreDropped(t *testing.T) {
+	forEachRedis(t, func(t *testing.T, rdb redis.UniversalClient) {
+		clk := newClock(time.Date(2026, 1, 31, 23, 0, 0, 0, time.UTC))
+		l := ratelimit.New(rdb, ratelimit.Options{Now: clk.Now, RefusalCache: -1})
+		subject := testenv.Unique("days-past")
+		req := ratelimit.Request{Subject: subject, Limits: []ratelimit.Limit{freePlan}, Daily: freeDaily}
+		step := func(to time.Time, calls int, today, month int64, want ...string) {
+			t.Helper()
+			clk.Add(to.Sub(clk.Now()))
+			var d ratelimit.Decision
+			for range calls {
+				d = allow(t, l, req)
+			}
+			if !d.Allowed || d.Today != today || d.Month != month {
+				t.Fatalf("%v: %+v, want admitted, %d today, %d this month", to, d, today, month)
+			}
+			var got []string
+			for f := range fields(t, rdb, subject) {
+				if f[:2] == "d:" || f[:2] == "m:" {
+					got = append(got, f)
+				}
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, want) {
+				t.Fatalf("%v: the hash counts %v, want %v", to, got, want)
+			}
+		}
+		step(clk.Now(), 3, 3, 3, "d:2026-01-31", "m:2026-01")
+		step(time.Date(2026, 2, 1, 0, 5, 0, 0, time.UTC), 2, 2, 2, "d:2026-01-31", "d:2026-02-01", "m:2026-01", "m:2026-02")
+		step(time.Date(2026, 2, 3, 12, 0, 0, 0, time.UTC), 1, 1, 3, "d:2026-02-03", "m:2026-01", "m:2026-02")
+		step(time.Date(2026, 3, 2, 12, 0, 0, 0, time.UTC), 1, 1, 1, "d:2026-03-02", "m:2026-02", "m:2026-03")
+		if u, err := l.Usage(context.Background(), subject); err != nil || u != (ratelimit.Usage{Today: 1, Month: 1}) {
+			t.Fatalf("Usage = %+v, %v, want 1 today and 1 this month", u, err)
+		}
+	})
+}
+
+// A rolling upgrade runs replicas of the layout before the subject's hash
+// (a key for each count) beside this one: this one counts what the older
+// keys hold too, in its decisions, in Usage and in Reset, without writing
+// them, so no request goes uncounted while both run.
+func TestCountsOfTheOlderLayoutStillCount(t *testing.T) {
+	forEachRedis(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		now := time.Now().UTC()
+		l := ratelimit.New(rdb, ratelimit.Options{Now: time.Now, RefusalCache: -1})
+		subject := testenv.Unique("older-layout")
+		tag := "rl:{" + subjectTag(subject) + "}:"
+		dayKey, monthKey := tag+"day:"+now.Format(time.DateOnly), tag+"month:"+now.Format("2006-01")
+		// What a replica of the older layout has counted today.
+		if err := rdb.Set(ctx, dayKey, 7, time.Hour).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := rdb.Set(ctx, monthKey, 40, time.Hour).Err(); err != nil {
+			t.Fatal(err)
+		}
+		req := ratelimit.Request{Subject: subject, Limits: []ratelimit.Limit{freePlan}, Daily: 10}
+		for want := int64(8); want <= 10; want++ {
+			if d := allow(t, l, req); !d.Allowed || d.Today != want || d.Month != want+33 {
+				t.Fatalf("%+v, want admitted with %d today and %d this month", d, want, want+33)
+			}
+		}
+		if d := allow(t, l, req); d.Allowed || d.Refused != ratelimit.DailyName {
+			t.Fatalf("the 11th request of a daily cap of 10, 7 of them counted by the older layout: %+v", d)
+		}
+		if u, err := l.Usage(ctx, subject); err != nil || u != (ratelimit.Usage{Today: 10, Month: 43}) {
+			t.Fatalf("Usage = %+v, %v, want 10 today and 43 this month", u, err)
+		}
+		if v := rdb.Get(ctx, dayKey).Val(); v != "7" {
+			t.Fatalf("the older layout's day count is %q, want 7 as it wrote it", v)
+		}
+		if err := l.Reset(ctx, subject, []string{"plan"}); err != nil {
+			t.Fatal(err)
+		}
+		if d := allow(t, l, req); !d.Allowed || d.Today != 1 || d.Month != 44 {
+			t.Fatalf("after Reset: %+v, want admitted with 1 today and 44 this month", d)
+		}
+	})
+}
+
+// A refused request whose limit it converted to new numbers writes the
+// limit's interval; when that makes the subject's hash (it had expired,
+// its TAT not yet), the hash gets its expiry: no key without one.
+func TestAHashMadeByARefusalExpires(t *testing.T) {
+	forEachRedis(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		l := ratelimit.New(rdb, ratelimit.Options{Now: time.Now, RefusalCache: -1})
+		subject := testenv.Unique("refusal-hash")
+		slow := ratelimit.Limit{Name: "plan", Rate: 1, Period: time.Minute, Burst: 3}
+		req := ratelimit.Request{Subject: subject, Limits: []ratelimit.Limit{slow}}
+		for range 3 {
+			allow(t, l, req)
+		}
+		hash := "rl:{" + subjectTag(subject) + "}:s"
+		if err := rdb.Del(ctx, hash).Err(); err != nil {
+			t.Fatal(err)
+		}
+		req.Limits[0].Burst = 1
+		if d := allow(t, l, req); d.Allowed {
+			t.Fatalf("a request past a lowered burst admitted: %+v", d)
+		}
+		if got := fields(t, rdb, subject); got["i:plan"] != "60" {
+			t.Fatalf("the refusal left the hash %v, want the limit's interval, 60", got)
+		}
+		if ttl := rdb.TTL(ctx, hash).Val(); ttl <= 0 {
+			t.Fatalf("the hash a refusal made has TTL %v, want one", ttl)
+		}
+	})
+}
