@@ -15,7 +15,8 @@ start_devstack() {
 
 # standalone NAME PORT BINARY LISTEN_YAML OIDC_YAML: an edge on 127.0.0.1:PORT,
 # its admin listener on PORT+1000 (keep both below the ephemeral range,
-# 32768), extra lines under listen: and oidc:; its PID in pid_NAME.
+# 32768), extra lines under listen: and oidc:; its PID in pid_NAME. Its
+# backend is the development one (:8082) unless UPSTREAM names another.
 standalone() {
   cat > "$DIR/$1.yaml" <<YAML
 listen:
@@ -26,7 +27,7 @@ $4
 admin:
   addr: 127.0.0.1:$(($2 + 1000))
 upstream:
-  url: http://127.0.0.1:8082
+  url: ${UPSTREAM:-http://127.0.0.1:8082}
 oidc:
   issuer_url: http://127.0.0.1:8081/realms/dev
   audience: api

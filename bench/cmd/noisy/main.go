@@ -32,7 +32,8 @@ import (
 	"github.com/orgedge/edge/devissuer"
 )
 
-const procedure = "/svc.v1.OrganizationService/ListOrganizations"
+// procedure is what every call asks for (-procedure), with the body {}.
+var procedure = "/svc.v1.OrganizationService/ListOrganizations"
 
 func main() {
 	edges := flag.String("edges", "edge=http://127.0.0.1:18080", "NAME=URL,... the edges to measure, in turn")
@@ -44,6 +45,7 @@ func main() {
 	conns := flag.Int("flood", 16, "the flooder's connections (HTTP/1.1, one call at a time each)")
 	phase := flag.Duration("phase", 10*time.Second, "length of each phase")
 	rounds := flag.Int("rounds", 3, "rounds: each edge, quiet then flood")
+	flag.StringVar(&procedure, "procedure", procedure, "the procedure every call asks for, with the body {}")
 	run := flag.String("run", strconv.FormatInt(time.Now().Unix()%1e6, 36), "a tag that makes this run's subjects unique")
 	flag.Parse()
 	if err := measure(*edges, *pids, *issuer, *prefix, *others, *rate, *conns, *phase, *rounds, *run); err != nil {
