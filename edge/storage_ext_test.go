@@ -97,7 +97,7 @@ func TestEveryKeyTheEdgeWritesExpires(t *testing.T) {
 		}
 		t.Logf("%s: %d keys", when, len(all))
 	}
-	kinds := []string{"idem:", ":ledger", "rl:", "}:s", ":op:", "q:", ":envs:"}
+	kinds := []string{"idem:", ":ledger", "rl:", "}:s", "q:", ":envs:"}
 	lasting("stream open", append(kinds, ":streams")...)
 	_ = stream.Close()
 	lasting("stream closed", kinds...)

@@ -8,32 +8,34 @@
 -- requests the subject spent stay spent (the TAT's distance from now, in
 -- intervals), at most the new burst. So a changed rate, burst or period
 -- takes effect at once for every subject, with no lockout when it rises and
--- no fresh burst when it falls. A TAT without its interval (written by an
--- older script, or whose subject hash expired) is read under the numbers
--- in force. Either way it is never more than one burst ahead of now (as
--- the arithmetic below keeps it under unchanged numbers).
+-- no fresh burst when it falls. A TAT without its interval is read under
+-- the numbers in force. Either way it is never more than one burst ahead
+-- of now (as the arithmetic below keeps it under unchanged numbers).
 --
--- Each TAT is a key of its own, which expires when the limit is full
--- again. Everything else of the subject is one hash (KEYS[n+3]), whose
--- fields are small enough for Redis's compact encoding:
+-- Everything of one subject is one hash (KEYS[1]), whose fields are small
+-- enough for Redis's compact encoding:
+--   t:<name>       limit <name>'s TAT (a TAT in the past is a full limit)
+--   i:<name>       the emission interval that TAT was written under
 --   d:YYYY-MM-DD   admitted cost that day (the edge's UTC date)
 --   m:YYYY-MM      admitted cost that month
 --   p              the policy the subject was last charged under
---   i:<name>       the emission interval limit <name>'s TAT was written under
--- The hash lives until a day after the month (renewed by each day's first
--- admitted request), and that request drops the day and month fields older
--- than yesterday and last month.
+-- One read (HMGET) and one write (HSET) per call: the script is atomic, so
+-- the counts are written as read plus the cost. The hash lives until a day
+-- after the month (longer if a TAT is further ahead), renewed by each day's
+-- first admitted request, which also drops the TATs in the past and the
+-- day and month counts older than yesterday and last month.
 --
--- The day and month counters of the layout before the hash (a key each)
--- are read and added, never written: during a rolling upgrade, replicas
--- of both layouts count every request, and the older keys expire on their
--- own (the month's a day after the month).
+-- The layout before the hash kept the day's and month's counts and each
+-- TAT in keys of their own (KEYS[2..]): a request of a day the hash has not
+-- counted yet reads them where the hash has nothing, and an admitted one
+-- writes what it read into the hash, so a rolling upgrade loses no count
+-- or spent rate made before it; nothing writes those keys any more, and
+-- they expire.
 --
--- KEYS[1..n]  the TAT key of each GCRA limit; KEYS[i] is the hash's name
---             without its last character, then the limit's name
--- KEYS[n+1]   the older layout's counter for the day
--- KEYS[n+2]   the older layout's counter for the month
--- KEYS[n+3]   the subject's hash
+-- KEYS[1]     the subject's hash
+-- KEYS[2]     the older layout's counter for the day
+-- KEYS[3]     the older layout's counter for the month
+-- KEYS[3+i]   the older layout's TAT of limit i
 -- ARGV[1]     n, the number of GCRA limits
 -- ARGV[2]     cost
 -- ARGV[3]     daily cap, 0 for none
@@ -41,7 +43,7 @@
 -- ARGV[5]     the policy this request is charged under ("" for none)
 -- ARGV[6]     today's field, ARGV[7] this month's field
 -- ARGV[8]     the oldest day field kept, ARGV[9] the oldest month field kept
--- ARGV[7+3i], ARGV[8+3i], ARGV[9+3i]   burst, rate, period (seconds) of limit i
+-- ARGV[6+4i .. 9+4i]   name, burst, rate, period (seconds) of limit i
 --
 -- Returns {allowed, daily_refused, today, month} followed, for each limit, by
 -- {refused, remaining, tostring(retry_after), tostring(reset_after)}, and,
@@ -55,8 +57,7 @@ local n = tonumber(ARGV[1])
 local cost = tonumber(ARGV[2])
 local cap = tonumber(ARGV[3])
 local peek = cost == 0
-local hash = KEYS[n + 3]
-local day_field, month_field = ARGV[6], ARGV[7]
+local hash = KEYS[1]
 
 -- Redis's clock, relative to 2017 as in redis_rate, so that every replica
 -- uses one clock and the float keeps its microseconds.
@@ -64,16 +65,26 @@ local jan_1_2017 = 1483228800
 local now = redis.call("TIME")
 now = (now[1] - jan_1_2017) + (now[2] / 1000000)
 
--- Two reads: every TAT and the older layout's counters, then the hash's
--- fields (the keys share a hash tag, so one slot).
-local reads = redis.call("MGET", unpack(KEYS, 1, n + 2))
+-- One read: per limit its TAT and interval, then the policy, the day's
+-- and the month's counts.
 local fields = {}
-local name_at = #hash
 for i = 1, n do
-  fields[i] = "i:" .. string.sub(KEYS[i], name_at)
+  local name = ARGV[6 + 4 * i]
+  fields[2 * i - 1] = "t:" .. name
+  fields[2 * i] = "i:" .. name
 end
-fields[n + 1], fields[n + 2], fields[n + 3] = "p", day_field, month_field
+local at = 2 * n
+fields[at + 1], fields[at + 2], fields[at + 3] = "p", ARGV[6], ARGV[7]
 local state = redis.call("HMGET", hash, unpack(fields))
+
+-- The day's first request on this layout: the older one's counts and TATs
+-- join (and, admitted, are written into the hash).
+local fresh_day = not state[at + 2]
+local older = fresh_day and not peek
+local before = {}
+if fresh_day then
+  before = redis.call("MGET", unpack(KEYS, 2, n + 3))
+end
 
 local allowed = true
 -- Per limit i: tat, new_tat, diff, remaining, emission_interval, burst_offset
@@ -83,21 +94,21 @@ local l = {}
 -- whether the TAT read was converted to the numbers in force.
 local interval, converted = {}, {}
 for i = 1, n do
-  local burst = ARGV[7 + 3 * i]
-  local rate = ARGV[8 + 3 * i]
-  local period = ARGV[9 + 3 * i]
+  local burst = ARGV[7 + 4 * i]
+  local rate = ARGV[8 + 4 * i]
+  local period = ARGV[9 + 4 * i]
 
   local emission_interval = period / rate
   local increment = emission_interval * cost
   local burst_offset = emission_interval * burst
   interval[i] = tostring(emission_interval)
 
-  local tat = reads[i]
-  if not tat then
+  local tat = state[2 * i - 1] or before[2 + i]
+  if not tat or tonumber(tat) <= now then
     tat = now
   else
-    tat = math.max(tonumber(tat), now)
-    local was = state[i]
+    tat = tonumber(tat)
+    local was = state[2 * i]
     if was and was ~= interval[i] then
       tat = now + (tat - now) / tonumber(was) * emission_interval
       converted[i] = true
@@ -122,38 +133,45 @@ for i = 1, n do
     tat, new_tat, diff, remaining, emission_interval, burst_offset
 end
 
-local older_today = tonumber(reads[n + 1] or "0")
-local older_month = tonumber(reads[n + 2] or "0")
-local today = tonumber(state[n + 2] or "0") + older_today
+local today = tonumber(state[at + 2] or before[1] or "0")
+local month = tonumber(state[at + 3] or before[2] or "0")
 local daily_refused = cap > 0 and today + cost > cap
 if daily_refused then
   allowed = false
 end
 
--- Field-value pairs for one HSET at the end.
+-- Field-value pairs for one HSET at the end, and the furthest TAT written.
 local hset = {}
+local furthest = 0
 
 -- keep writes limit i's TAT and, if it differs from the one stored, its
 -- interval.
 local function keep(i, tat)
-  local ttl = math.ceil(tat - now)
-  if ttl > 0 then
-    redis.call("SET", KEYS[i], tat, "EX", ttl)
-  end
-  if state[i] ~= interval[i] then
-    hset[#hset + 1] = fields[i]
+  hset[#hset + 1] = fields[2 * i - 1]
+  hset[#hset + 1] = tat
+  furthest = math.max(furthest, tat - now)
+  if state[2 * i] ~= interval[i] then
+    hset[#hset + 1] = fields[2 * i]
     hset[#hset + 1] = interval[i]
   end
 end
 
-local result = {0, 0, today, 0}
+-- expire gives the hash its lifetime, at least as long as its furthest TAT.
+local function expire()
+  local ttl = tonumber(ARGV[4])
+  if furthest > ttl then
+    ttl = math.ceil(furthest)
+  end
+  redis.call("EXPIRE", hash, ttl)
+end
+
+local result = {0, 0, today, month}
 if not allowed or peek then
   -- Nothing is consumed. A refusing limit answers as redis_rate does; a
   -- limit that would have admitted reports what it still has. A state
   -- converted to new numbers is kept converted, so that it comes back at
   -- the new rate from now on.
   result[2] = daily_refused and 1 or 0
-  result[4] = tonumber(state[n + 3] or "0") + older_month
   for i = 1, n do
     local b = 6 * i - 6
     local tat, diff, remaining = l[b + 1], l[b + 3], l[b + 4]
@@ -172,19 +190,18 @@ if not allowed or peek then
   if #hset > 0 then
     -- The hash may be made here: it gets its expiry at once.
     redis.call("HSET", hash, unpack(hset))
-    redis.call("EXPIRE", hash, ARGV[4])
+    expire()
   end
   if peek then
-    result[4 * n + 5] = state[n + 1]
+    result[4 * n + 5] = state[at + 1]
   end
   return result
 end
 
 result[1] = 1
-local counted = redis.call("HINCRBY", hash, day_field, cost)
-local day_started = counted == cost
-result[3] = counted + older_today
-result[4] = redis.call("HINCRBY", hash, month_field, cost) + older_month
+result[3] = today + cost
+result[4] = month + cost
+hset[1], hset[2], hset[3], hset[4] = ARGV[6], result[3], ARGV[7], result[4]
 for i = 1, n do
   local b = 6 * i - 6
   local new_tat = l[b + 2]
@@ -194,26 +211,33 @@ for i = 1, n do
     0, math.floor(l[b + 4]), "-1", tostring(new_tat - now)
 end
 local policy = ARGV[5]
-if policy ~= "" and state[n + 1] ~= policy then
+if policy ~= "" and state[at + 1] ~= policy then
   hset[#hset + 1] = "p"
   hset[#hset + 1] = policy
 end
-if #hset > 0 then
-  redis.call("HSET", hash, unpack(hset))
-end
+redis.call("HSET", hash, unpack(hset))
 -- The day's first admitted request (the one that made the hash, among
--- them) renews its expiry and drops the days and months past.
-if day_started then
-  redis.call("EXPIRE", hash, ARGV[4])
+-- them) renews its expiry and drops what is past: full limits' TATs, days
+-- before yesterday, months before the last. A TAT further ahead than the
+-- hash lives (a limit whose burst spans days) stretches it.
+if older then
+  expire()
+  local all = redis.call("HGETALL", hash)
   local past = {}
-  for _, f in ipairs(redis.call("HKEYS", hash)) do
+  for j = 1, #all, 2 do
+    local f = all[j]
     local kind = string.sub(f, 1, 2)
-    if (kind == "d:" and f < ARGV[8]) or (kind == "m:" and f < ARGV[9]) then
+    if (kind == "d:" and f < ARGV[8]) or (kind == "m:" and f < ARGV[9]) or
+        (kind == "t:" and tonumber(all[j + 1]) <= now) then
       past[#past + 1] = f
     end
   end
   if #past > 0 then
     redis.call("HDEL", hash, unpack(past))
+  end
+elseif furthest > 86400 then
+  if redis.call("TTL", hash) < furthest then
+    expire()
   end
 end
 return result

@@ -55,11 +55,15 @@ func (l *Limiter) Reset(ctx context.Context, subject string, names []string) err
 		return err
 	}
 	k := keysFor(l.opts.KeyPrefix, req, l.opts.Now())
-	// The day's count is in the subject's hash and, from before it, in a
-	// key of its own (allow.lua).
+	// The state is in the subject's hash and, from before it, in keys of
+	// their own (allow.lua).
+	fields := []string{k.dayField}
+	for _, name := range names {
+		fields = append(fields, "t:"+name)
+	}
 	_, err := l.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.Del(ctx, append(k.all[:len(req.Limits):len(req.Limits)], k.day)...)
-		p.HDel(ctx, k.hash, k.dayField)
+		p.HDel(ctx, k.hash, fields...)
 		return nil
 	})
 	if err != nil {

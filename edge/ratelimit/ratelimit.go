@@ -293,8 +293,7 @@ type Usage struct{ Today, Month int64 }
 func (l *Limiter) Usage(ctx context.Context, subject string) (Usage, error) {
 	k := keysFor(l.opts.KeyPrefix, Request{Subject: subject}, l.opts.Now())
 	u, err := read(l, ctx, func(ctx context.Context) (Usage, error) {
-		// The hash's fields and the older layout's keys (allow.lua), in one
-		// round trip.
+		// The hash's fields and the older layout's keys, in one round trip.
 		var older *redis.SliceCmd
 		var counted *redis.SliceCmd
 		_, err := l.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -305,13 +304,15 @@ func (l *Limiter) Usage(ctx context.Context, subject string) (Usage, error) {
 		if err != nil {
 			return Usage{}, err
 		}
+		// A count the hash holds has the older one's in it; without it,
+		// the older one is all there is (allow.lua).
 		var u Usage
 		for i, n := range []*int64{&u.Today, &u.Month} {
-			for _, v := range [][]any{older.Val(), counted.Val()} {
-				s, _ := v[i].(string)
-				x, _ := strconv.ParseInt(s, 10, 64)
-				*n += x
+			s, ok := counted.Val()[i].(string)
+			if !ok {
+				s, _ = older.Val()[i].(string)
 			}
+			*n, _ = strconv.ParseInt(s, 10, 64)
 		}
 		return u, nil
 	})
@@ -348,8 +349,9 @@ func (r *Request) validate() error {
 // keys are a request's Redis keys and the identities under which the
 // in-process tables remember its limits.
 type keys struct {
-	// Per limit its TAT; script adds the rest of the script's KEYS, which
-	// only a call to Redis needs.
+	// Per limit the name of its state (the subject's prefix and the
+	// limit's name): its identity in the in-process tables, and its key in
+	// the layout before the subject's hash.
 	all    []string
 	prefix string // of every key of the subject
 	// The subject's hash (see allow.lua) and its fields for the day and
@@ -357,8 +359,9 @@ type keys struct {
 	hash                   string
 	dayField, monthField   string
 	oldestDay, oldestMonth string
-	// The older layout's counters, which the script still reads; day is
-	// also the daily cap's identity in the in-process tables.
+	// The older layout's counters, which the script adds to a day the hash
+	// has not counted yet; day is also the daily cap's identity in the
+	// in-process tables.
 	day, month string
 	ids        []limitID // per limit: key and numbers
 	dayID      limitID
@@ -368,7 +371,7 @@ type keys struct {
 
 // Names of keys beside the limits': the subject's hash, and the older
 // layout's (its intervals, its policy charged, its day and month
-// counters), which a limit's key must not take either.
+// counters), which a limit's name must not take either.
 const (
 	hashKey     = "s"
 	intervalKey = "iv:"
@@ -387,22 +390,19 @@ func keysFor(keyPrefix string, req Request, now time.Time) keys {
 	hex.Encode(tag[:], sum[:16])
 	prefix := keyPrefix + "rl:{" + string(tag[:]) + "}:"
 	now = now.UTC()
-	y, m, d := now.Date()
-	var date [10]byte
-	day := now.AppendFormat(date[:0], time.DateOnly)
-	yesterday := time.Date(y, m, d-1, 0, 0, 0, 0, time.UTC).Format(time.DateOnly)
+	c := calendarOf(now)
 	k := keys{
 		now:         now,
 		hash:        prefix + hashKey,
-		dayField:    "d:" + string(day),
-		monthField:  "m:" + string(day[:7]),
-		oldestDay:   "d:" + yesterday,
-		oldestMonth: "m:" + time.Date(y, m-1, 1, 0, 0, 0, 0, time.UTC).Format("2006-01"),
-		day:         prefix + "day:" + string(day),
-		month:       prefix + "month:" + string(day[:7]),
-		midnight:    time.Date(y, m, d+1, 0, 0, 0, 0, time.UTC),
-		monthEnd:    time.Date(y, m+1, 1, 0, 0, 0, 0, time.UTC),
-		all:         make([]string, 0, len(req.Limits)+3),
+		dayField:    c.dayField,
+		monthField:  c.monthField,
+		oldestDay:   c.oldestDay,
+		oldestMonth: c.oldestMonth,
+		day:         prefix + "day:" + c.date,
+		month:       prefix + "month:" + c.date[:7],
+		midnight:    c.midnight,
+		monthEnd:    c.monthEnd,
+		all:         make([]string, 0, len(req.Limits)),
 		prefix:      prefix,
 		ids:         make([]limitID, 0, len(req.Limits)),
 	}
@@ -415,10 +415,41 @@ func keysFor(keyPrefix string, req Request, now time.Time) keys {
 	return k
 }
 
-// script returns the script's KEYS (see allow.lua): per limit its TAT,
-// the older layout's day and month, the subject's hash.
+// calendar is what keysFor needs of one UTC day, made once a day.
+type calendar struct {
+	date                   string // YYYY-MM-DD
+	dayField, monthField   string
+	oldestDay, oldestMonth string
+	midnight, monthEnd     time.Time
+}
+
+// lastCalendar is the calendar of the day last asked for.
+var lastCalendar atomic.Pointer[calendar]
+
+// calendarOf returns the calendar of now's UTC day.
+func calendarOf(now time.Time) *calendar {
+	y, m, d := now.Date()
+	if c := lastCalendar.Load(); c != nil && !now.Before(c.midnight.AddDate(0, 0, -1)) && now.Before(c.midnight) {
+		return c
+	}
+	date := now.Format(time.DateOnly)
+	c := &calendar{
+		date:        date,
+		dayField:    "d:" + date,
+		monthField:  "m:" + date[:7],
+		oldestDay:   "d:" + time.Date(y, m, d-1, 0, 0, 0, 0, time.UTC).Format(time.DateOnly),
+		oldestMonth: "m:" + time.Date(y, m-1, 1, 0, 0, 0, 0, time.UTC).Format("2006-01"),
+		midnight:    time.Date(y, m, d+1, 0, 0, 0, 0, time.UTC),
+		monthEnd:    time.Date(y, m+1, 1, 0, 0, 0, 0, time.UTC),
+	}
+	lastCalendar.Store(c)
+	return c
+}
+
+// script returns the script's KEYS (see allow.lua): the subject's hash,
+// the older layout's day, month and TATs.
 func (k keys) script() []string {
-	return append(k.all, k.day, k.month, k.hash)
+	return append([]string{k.hash, k.day, k.month}, k.all...)
 }
 
 // limitID names a limit in the in-process tables: its key, under which
@@ -438,7 +469,7 @@ func (k keys) args(req Request) []any {
 		k.dayField, k.monthField, k.oldestDay, k.oldestMonth,
 	}
 	for _, lim := range req.Limits {
-		args = append(args, lim.Burst, lim.Rate, lim.Period.Seconds())
+		args = append(args, lim.Name, lim.Burst, lim.Rate, lim.Period.Seconds())
 	}
 	return args
 }

@@ -108,12 +108,12 @@ func commandCalls(t *testing.T, rdb redis.UniversalClient) map[string]int64 {
 
 // An admitted request of one plan limit and a daily cap costs Redis as
 // little as it can while deciding exactly as redis_rate does: the clock,
-// one read of the limit (with the older layout's counters), one of the
-// subject's hash, the limit's write, and the two counters, whose hash gets
-// its expiry once a day. (redis_rate's Allow runs TIME, GET, SET.) Keeping
-// the limit's interval and the policy the request is charged under adds
-// none: they are read with the rest and written only when they change.
-func TestAnAdmittedRequestRunsSixRedisCommands(t *testing.T) {
+// one read of the subject's hash (the limit's state and interval, the plan
+// charged, the day's and month's counts) and one write of it (the script is
+// atomic: the counts are written as read plus the cost). (redis_rate's
+// Allow runs TIME, GET, SET.) The day's first request also renews the
+// hash's expiry and drops what is past.
+func TestAnAdmittedRequestRunsThreeRedisCommands(t *testing.T) {
 	srv := testenv.StartRedisProcess(t, testenv.RedisProcessOptions{})
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	t.Cleanup(func() { _ = rdb.Close() })
@@ -133,8 +133,8 @@ func TestAnAdmittedRequestRunsSixRedisCommands(t *testing.T) {
 			ran = append(ran, fmt.Sprintf("%s×%d", name, d))
 		}
 	}
-	if after["evalsha"]-before["evalsha"] != 1 || inScript != 6 {
-		t.Fatalf("an admitted request ran %d script call(s) and %d commands in it (%v), want 1 and 6",
+	if after["evalsha"]-before["evalsha"] != 1 || inScript != 3 {
+		t.Fatalf("an admitted request ran %d script call(s) and %d commands in it (%v), want 1 and 3",
 			after["evalsha"]-before["evalsha"], inScript, ran)
 	}
 	ttl, err := rdb.TTL(context.Background(), "rl:{"+subjectTag("commands")+"}:s").Result()
