@@ -106,6 +106,12 @@ type Listen struct {
 	MaxEarlyCalls int `yaml:"max_early_calls"`
 	// MaxEarlyCallHold bounds how long one early call is held. Default 1m.
 	MaxEarlyCallHold time.Duration `yaml:"max_early_call_hold"`
+	// MaxCallsInFlight bounds the unary calls one replica serves at once:
+	// past it a call is answered unavailable (EDGE_OVERLOADED, Retry-After
+	// 1 s) at once, before its token is read, so that an overload costs
+	// little and does not grow the process's memory. Streams are not
+	// counted (their own caps bound them). Default 4096; 0: no bound.
+	MaxCallsInFlight int `yaml:"max_calls_in_flight"`
 }
 
 // ClientAddress names the header a trusted proxy in front of the edge sets

@@ -26,6 +26,7 @@ func Default() *Config {
 			MaxResetsPerConnection:   100,
 			MaxEarlyCalls:            50,
 			MaxEarlyCallHold:         time.Minute,
+			MaxCallsInFlight:         4096,
 		},
 		Admin: Admin{
 			Addr: "127.0.0.1:9090",

@@ -53,6 +53,7 @@ func (c *Config) Validate() error {
 	checkNotNegative(&p, "listen.max_resets_per_connection", c.Listen.MaxResetsPerConnection)
 	checkNotNegative(&p, "listen.max_early_calls", c.Listen.MaxEarlyCalls)
 	checkPositive(&p, "listen.max_early_call_hold", c.Listen.MaxEarlyCallHold)
+	checkNotNegative(&p, "listen.max_calls_in_flight", c.Listen.MaxCallsInFlight)
 	for i, e := range c.Listen.ConnectionBoundExempt {
 		if _, err := ParsePrefix(e); err != nil {
 			p.add(fmt.Sprintf("listen.connection_bound_exempt[%d]", i), "%q is not an IP address or CIDR prefix", e)

@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -70,6 +71,9 @@ type Server struct {
 	usage   http.Handler
 	bodies  reqbody.Options
 	tracing observe.Tracing
+	// inFlight counts the unary calls being served, against
+	// listen.max_calls_in_flight.
+	inFlight atomic.Int64
 }
 
 // New assembles the chain.
@@ -173,6 +177,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.metrics.Observe(c, code, outcome, d)
 }
 
+// overloaded is the answer to a call past listen.max_calls_in_flight.
+func overloaded() *connect.Error {
+	return apierror.New(connect.CodeUnavailable, call.ReasonOverloaded,
+		"the edge is serving as many calls as it may (listen.max_calls_in_flight); retry later",
+		apierror.WithRetryAfter(time.Second))
+}
+
 func (s *Server) serve(w *call.Recorder, r *http.Request, c classify.Call, problem classify.Problem, start time.Time) *identity.Principal {
 	if problem != 0 || r.ContentLength > s.bodies.MaxBytes {
 		// Refused before its body is bounded: nothing may wait for the body.
@@ -193,6 +204,16 @@ func (s *Server) serve(w *call.Recorder, r *http.Request, c classify.Call, probl
 	if r.ContentLength > s.bodies.MaxBytes {
 		call.Refuse(w, r, reqbody.TooLarge(s.bodies.MaxBytes))
 		return nil
+	}
+	if max := int64(s.cfg.Listen.MaxCallsInFlight); max > 0 && !c.Streaming {
+		// Before anything that costs: an overloaded replica answers at once.
+		if s.inFlight.Add(1) > max {
+			s.inFlight.Add(-1)
+			reqbody.Unwanted(w, r)
+			call.Refuse(w, r, overloaded())
+			return nil
+		}
+		defer s.inFlight.Add(-1)
 	}
 	// Bound the body in time (from now: its headers are in) and in size.
 	body := reqbody.Bound(w, r, c.Streaming, s.bodies)

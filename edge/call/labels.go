@@ -27,7 +27,12 @@ const (
 	UnavailableIdempotency = "idempotency"
 	UnavailableIssuer      = "issuer"
 	UnavailableUpstream    = "upstream"
+	UnavailableOverload    = "overload" // the edge itself: listen.max_calls_in_flight
 )
 
 // UnavailableReasons lists every reason.
-var UnavailableReasons = [...]string{UnavailableLimits, UnavailableIdempotency, UnavailableIssuer, UnavailableUpstream}
+var UnavailableReasons = [...]string{UnavailableLimits, UnavailableIdempotency, UnavailableIssuer, UnavailableUpstream, UnavailableOverload}
+
+// ReasonOverloaded is the ErrorInfo reason of a call the edge refused
+// because it already serves listen.max_calls_in_flight calls.
+const ReasonOverloaded = "EDGE_OVERLOADED"

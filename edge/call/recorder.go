@@ -214,6 +214,8 @@ func unavailableReasonOf(err *connect.Error) string {
 				return UnavailableLimits
 			case ei.Reason == identity.ReasonIssuerUnavailable:
 				return UnavailableIssuer
+			case ei.Reason == ReasonOverloaded:
+				return UnavailableOverload
 			case strings.HasPrefix(ei.Reason, "IDEMPOTENCY"):
 				return UnavailableIdempotency
 			}

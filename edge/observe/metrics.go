@@ -124,7 +124,7 @@ func NewMetrics(reg prometheus.Registerer, auth *authn.Authenticator, rates *rat
 		}, []string{"service", "method", "protocol"}),
 		unavailables: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "edge_unavailable_total",
-			Help: "Calls answered unavailable, by the dependency at fault: limits (Redis for limits), idempotency (Redis for Idempotency-Key), issuer (the OIDC issuer), upstream (the backend).",
+			Help: "Calls answered unavailable, by the dependency at fault: limits (Redis for limits), idempotency (Redis for Idempotency-Key), issuer (the OIDC issuer), upstream (the backend), overload (the edge itself, past listen.max_calls_in_flight).",
 		}, []string{"reason"}),
 	}
 	for _, r := range call.UnavailableReasons {
