@@ -3,7 +3,7 @@
 # "Noisy neighbour"; issue 22, goal 1). One command, run as root from the
 # repository's root:
 #
-#   bench/noisy.sh [ROUNDS]      (default 3; PHASE=10s DIR=/tmp/bench-noisy BASE=)
+#   bench/noisy.sh [ROUNDS]      (default 3; PHASE=10s DIR=/tmp/bench-noisy BASE= BARE=)
 #
 # In a network namespace of its own (the development ports must be free), it
 # starts a redis-server, the development stack on it (edge -dev: the issuer
@@ -11,18 +11,24 @@
 # and Redis: "off" with listen.max_early_calls 0 (every early call answered:
 # the cost of a refusal itself) and "on" with the default (50). With BASE set
 # to another checkout, a third edge "base" built from it (the same settings
-# as "on", those it knows). Then bench/cmd/noisy alternates, per round and
+# as "on", those it knows). With BARE=1, a target "bare": the shared
+# harness's trivial net/http server (../shared/bench/peer/cmd/backend), which
+# answers these calls 404 at once: what any net/http server spends per
+# request on this machine, the floor under a refusal's cost (its "errors" are
+# those 404s). Then bench/cmd/noisy alternates, per round and
 # edge, 10 s of the others alone and 10 s with the flooder, and reads each
 # edge's CPU from /proc. Output: $DIR/noisy.txt.
 set -euo pipefail
 ROUNDS=${1:-3}
 export PHASE=${PHASE:-10s} DIR=${DIR:-/tmp/bench-noisy} BASE=${BASE:-}
 root=$(cd "$(dirname "$0")/.." && pwd)
+HARNESS=${HARNESS:-$root/../shared/bench/peer}
 
 if [ -z "${NOISY_NS:-}" ]; then
   mkdir -p "$DIR/bin"
   (cd "$root" && go build -o "$DIR/bin/edge" ./cmd/edge && go build -o "$DIR/bin/noisy" ./bench/cmd/noisy)
   if [ -n "$BASE" ]; then (cd "$BASE" && go build -o "$DIR/bin/edge-base" ./cmd/edge); fi
+  if [ -n "${BARE:-}" ]; then (cd "$HARNESS" && go build -o "$DIR/bin/backend" ./cmd/backend); fi
   ns=edge-noisy-$$
   ip netns add "$ns"
   trap 'ip netns delete "$ns"' EXIT
@@ -43,6 +49,13 @@ if [ -n "$BASE" ]; then
   standalone base 30080 "$DIR/bin/edge-base" "" ""
   edges="$edges,base=http://127.0.0.1:30080"
   procs="$procs,base=$pid_base"
+fi
+if [ -n "${BARE:-}" ]; then
+  "$DIR/bin/backend" -addr 127.0.0.1:18082 > "$DIR/backend.log" 2>&1 &
+  pids+=($!)
+  edges="$edges,bare=http://127.0.0.1:18082"
+  procs="$procs,bare=$!"
+  until curl -s -o /dev/null http://127.0.0.1:18082/; do sleep 0.1; done
 fi
 {
   echo "machine: nproc $(nproc), kernel $(uname -r), $(date -u +%FT%TZ), uptime: $(uptime)"
