@@ -289,11 +289,12 @@ type SubjectState struct {
 	Plan        string `json:"plan"`
 	// PlanSource: "last_charged" (the plan the subject's last admitted
 	// call was charged under, whatever decided it: the token's plan claim
-	// included), else "subject_plans" or "default_plan" (no call today or
-	// the plan is no longer configured), or "query" (?plan=).
+	// included), else "subject_plans" or "default_plan" (no call since the
+	// month before last, or the plan is no longer configured), or "query"
+	// (?plan=).
 	PlanSource string `json:"plan_source"`
 	// LastChargedPlan is the plan of the subject's last admitted call, kept
-	// as long as the day's count (until an hour after the UTC day of that
+	// as long as the subject's counts (until a day after the month of that
 	// call); empty when there is none.
 	LastChargedPlan string       `json:"last_charged_plan,omitempty"`
 	Limits          []LimitState `json:"limits"`

@@ -13,8 +13,8 @@ import (
 // for an operator inspecting one subject. It runs Allow's script at cost 0,
 // directly, outside the circuit breaker, within ctx's deadline. The
 // refusal cache plays no part. Decision.Policy is the Request.Policy of the
-// subject's last admitted request; it is kept as long as the day's count
-// (until an hour after the UTC day of the last admitted request).
+// subject's last admitted request; it is kept as long as the subject's
+// counts (until a day after the month of its last admitted request).
 func (l *Limiter) Peek(ctx context.Context, req Request) (Decision, error) {
 	req.Cost = 1
 	if err := req.validate(); err != nil {
