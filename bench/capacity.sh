@@ -24,21 +24,16 @@ export RATES=${RATES:-1000 2000 4000} N=${N:-1000} PHASE=${PHASE:-20s} IDLE=${ID
 root=$(cd "$(dirname "$0")/.." && pwd)
 HARNESS=${HARNESS:-$root/../shared/bench/peer}
 
-if [ -z "${CAPACITY_NS:-}" ]; then
+source "$root/bench/devstack.sh"
+if [ -z "${BENCH_NS:-}" ]; then
   mkdir -p "$DIR/bin"
   (cd "$root" && go build -o "$DIR/bin/edge" ./cmd/edge && go build -o "$DIR/bin/noisy" ./bench/cmd/noisy)
   (cd "$HARNESS" && go build -o "$DIR/bin/backend" ./cmd/backend)
-  ns=edge-capacity-$$
-  ip netns add "$ns"
-  trap 'ip netns delete "$ns"' EXIT
-  ip netns exec "$ns" ip link set lo up
-  CAPACITY_NS=$ns ip netns exec "$ns" "$0" "$ROUNDS"
-  exit
+  in_netns capacity "$ROUNDS"
 fi
 
 pids=()
 trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait' EXIT
-source "$root/bench/devstack.sh"
 start_devstack
 "$DIR/bin/backend" -addr 127.0.0.1:18082 > "$DIR/backend.log" 2>&1 &
 pids+=($!)

@@ -1,8 +1,24 @@
-# devstack.sh: sourced by bench/noisy.sh and bench/subjects.sh, inside their
-# network namespace. start_devstack starts a fresh redis-server on :6379 and
-# the development stack on it (edge -dev: the issuer :8081 and the backend
-# :8082); standalone starts an edge -config on that backend, issuer and
-# Redis. Every process goes into the caller's pids array; $DIR holds logs.
+# devstack.sh: sourced by the bench scripts that use the development
+# stack's fixed ports (capacity, noisy, storage, streams, subjects).
+# in_netns runs the calling script again in a network namespace of its own,
+# so that those ports are free; inside it, start_devstack starts a fresh
+# redis-server on :6379 and the development stack on it (edge -dev: the
+# issuer :8081 and the backend :8082), and standalone starts an edge -config
+# on that backend, issuer and Redis. Every process goes into the caller's
+# pids array; $DIR holds logs.
+
+# in_netns NAME ARGS...: runs this script again with ARGS, and BENCH_NS set,
+# in a fresh network namespace edge-NAME-PID (loopback up, deleted when
+# this shell exits), then exits with that run's status.
+in_netns() {
+  local ns=edge-$1-$$
+  shift
+  ip netns add "$ns"
+  trap "ip netns delete $ns" EXIT
+  ip netns exec "$ns" ip link set lo up
+  BENCH_NS=$ns ip netns exec "$ns" "$0" "$@"
+  exit
+}
 
 start_devstack() {
   redis-server --port 6379 --bind 127.0.0.1 --save '' --appendonly no > "$DIR/redis.log" 2>&1 &

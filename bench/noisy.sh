@@ -24,22 +24,17 @@ export PHASE=${PHASE:-10s} DIR=${DIR:-/tmp/bench-noisy} BASE=${BASE:-}
 root=$(cd "$(dirname "$0")/.." && pwd)
 HARNESS=${HARNESS:-$root/../shared/bench/peer}
 
-if [ -z "${NOISY_NS:-}" ]; then
+source "$root/bench/devstack.sh"
+if [ -z "${BENCH_NS:-}" ]; then
   mkdir -p "$DIR/bin"
   (cd "$root" && go build -o "$DIR/bin/edge" ./cmd/edge && go build -o "$DIR/bin/noisy" ./bench/cmd/noisy)
   if [ -n "$BASE" ]; then (cd "$BASE" && go build -o "$DIR/bin/edge-base" ./cmd/edge); fi
   if [ -n "${BARE:-}" ]; then (cd "$HARNESS" && go build -o "$DIR/bin/backend" ./cmd/backend); fi
-  ns=edge-noisy-$$
-  ip netns add "$ns"
-  trap 'ip netns delete "$ns"' EXIT
-  ip netns exec "$ns" ip link set lo up
-  NOISY_NS=$ns ip netns exec "$ns" "$0" "$ROUNDS"
-  exit
+  in_netns noisy "$ROUNDS"
 fi
 
 pids=()
 trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait' EXIT
-source "$root/bench/devstack.sh"
 start_devstack
 standalone off 18080 "$DIR/bin/edge" "  max_early_calls: 0" ""
 standalone on 28080 "$DIR/bin/edge" "" ""

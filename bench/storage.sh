@@ -16,15 +16,11 @@ RUNS=${1:-3}
 export N=${N:-300} K=${K:-3000} DIR=${DIR:-/tmp/bench-storage}
 root=$(cd "$(dirname "$0")/.." && pwd)
 
-if [ -z "${STORAGE_NS:-}" ]; then
+source "$root/bench/devstack.sh"
+if [ -z "${BENCH_NS:-}" ]; then
   mkdir -p "$DIR/bin"
   (cd "$root" && go build -o "$DIR/bin/edge" ./cmd/edge && go build -o "$DIR/bin/storage" ./bench/cmd/storage)
-  ns=edge-storage-$$
-  ip netns add "$ns"
-  trap 'ip netns delete "$ns"' EXIT
-  ip netns exec "$ns" ip link set lo up
-  STORAGE_NS=$ns ip netns exec "$ns" "$0" "$RUNS"
-  exit
+  in_netns storage "$RUNS"
 fi
 
 # Inside the namespace: every process below is this shell's child.

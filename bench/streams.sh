@@ -21,15 +21,11 @@ export N=${N:-10000} SUBJECTS=${SUBJECTS:-100} HOLD=${HOLD:-60s} CHURN_RATE=${CH
 export DIR=${DIR:-/tmp/bench-streams}
 root=$(cd "$(dirname "$0")/.." && pwd)
 
-if [ -z "${STREAMS_NS:-}" ]; then
+source "$root/bench/devstack.sh"
+if [ -z "${BENCH_NS:-}" ]; then
   mkdir -p "$DIR/bin"
   (cd "$root" && go build -o "$DIR/bin/edge" ./cmd/edge && go build -o "$DIR/bin/streams" ./bench/cmd/streams)
-  ns=edge-streams-$$
-  ip netns add "$ns"
-  trap 'ip netns delete "$ns"' EXIT
-  ip netns exec "$ns" ip link set lo up
-  STREAMS_NS=$ns ip netns exec "$ns" "$0" "$RUNS"
-  exit
+  in_netns streams "$RUNS"
 fi
 
 # Inside the namespace: every process below is this shell's child.

@@ -20,20 +20,15 @@ ROUNDS=${1:-3}
 export N=${N:-1000} RATE=${RATE:-500} PHASE=${PHASE:-15s} SMALL=${SMALL:-250} DIR=${DIR:-/tmp/bench-subjects}
 root=$(cd "$(dirname "$0")/.." && pwd)
 
-if [ -z "${SUBJECTS_NS:-}" ]; then
+source "$root/bench/devstack.sh"
+if [ -z "${BENCH_NS:-}" ]; then
   mkdir -p "$DIR/bin"
   (cd "$root" && go build -o "$DIR/bin/edge" ./cmd/edge && go build -o "$DIR/bin/noisy" ./bench/cmd/noisy)
-  ns=edge-subjects-$$
-  ip netns add "$ns"
-  trap 'ip netns delete "$ns"' EXIT
-  ip netns exec "$ns" ip link set lo up
-  SUBJECTS_NS=$ns ip netns exec "$ns" "$0" "$ROUNDS"
-  exit
+  in_netns subjects "$ROUNDS"
 fi
 
 pids=()
 trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait' EXIT
-source "$root/bench/devstack.sh"
 start_devstack
 standalone fits 18080 "$DIR/bin/edge" "" ""
 standalone misses 28080 "$DIR/bin/edge" "" "  token_cache_size: $SMALL"
