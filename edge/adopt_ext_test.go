@@ -93,13 +93,12 @@ func TestEnvironmentsCreatedAroundTheEdgeAreCountedByReconciliation(t *testing.T
 				t.Fatal(err)
 			}
 		}
-		created := time.Now()
-		for running(t, c) != 2 {
-			if time.Since(created) > 10*time.Second {
-				t.Fatalf("the edge still counts %d of the 2 environments created around it after %v", running(t, c), time.Since(created))
-			}
-			time.Sleep(200 * time.Millisecond) // GetUsage spends the free plan's rate
-		}
+		// Waiting on the metric, not on GetUsage: each GetUsage spends the
+		// free plan's rate.
+		metrics := s.edge.AdminURL + "/metrics"
+		testkit.ScrapeUntil(t, metrics, "a pass adopting the 2 environments created around the edge", func(m testkit.Samples) bool {
+			return m.Sum("edge_quota_adopted_environments_total") >= 2
+		})
 		u, err := c.Usage.GetUsage(ctx, req(&svcv1.GetUsageRequest{}))
 		if err != nil {
 			t.Fatal(err)
@@ -114,13 +113,8 @@ func TestEnvironmentsCreatedAroundTheEdgeAreCountedByReconciliation(t *testing.T
 		}
 		// Later passes find nothing more to adopt: the count stays exact.
 		passes := func(m testkit.Samples) float64 { return m.Sum("edge_quota_reconcile_passes_total", "outcome", "ok") }
-		m := testkit.Scrape(t, s.edge.AdminURL+"/metrics")
-		for seen := passes(m); passes(m) < seen+2; m = testkit.Scrape(t, s.edge.AdminURL+"/metrics") {
-			if time.Since(created) > 30*time.Second {
-				t.Fatalf("no two more passes in %v", time.Since(created))
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+		seen := passes(testkit.Scrape(t, metrics))
+		m := testkit.ScrapeUntil(t, metrics, "two more reconciliation passes", func(m testkit.Samples) bool { return passes(m) >= seen+2 })
 		if n := m.Sum("edge_quota_adopted_environments_total"); n != 2 {
 			t.Fatalf("edge_quota_adopted_environments_total %v, want 2", n)
 		}
