@@ -354,19 +354,17 @@ type keys struct {
 	// the layout before the subject's hash.
 	all    []string
 	prefix string // of every key of the subject
-	// The subject's hash (see allow.lua) and its fields for the day and
-	// the month, and the oldest of each it keeps.
-	hash                   string
-	dayField, monthField   string
-	oldestDay, oldestMonth string
+	hash   string // the subject's hash (see allow.lua)
 	// The older layout's counters, which the script adds to a day the hash
 	// has not counted yet; day is also the daily cap's identity in the
 	// in-process tables.
 	day, month string
 	ids        []limitID // per limit: key and numbers
 	dayID      limitID
-	// On the edge's clock: now, and the ends of the day and month windows.
-	now, midnight, monthEnd time.Time
+	now        time.Time // on the edge's clock
+	// The day's: the hash's fields for it and its month, the oldest of
+	// each the hash keeps, the ends of the day and month windows.
+	*calendar
 }
 
 // Names of keys beside the limits': the subject's hash, and the older
@@ -392,19 +390,14 @@ func keysFor(keyPrefix string, req Request, now time.Time) keys {
 	now = now.UTC()
 	c := calendarOf(now)
 	k := keys{
-		now:         now,
-		hash:        prefix + hashKey,
-		dayField:    c.dayField,
-		monthField:  c.monthField,
-		oldestDay:   c.oldestDay,
-		oldestMonth: c.oldestMonth,
-		day:         prefix + "day:" + c.date,
-		month:       prefix + "month:" + c.date[:7],
-		midnight:    c.midnight,
-		monthEnd:    c.monthEnd,
-		all:         make([]string, 0, len(req.Limits)),
-		prefix:      prefix,
-		ids:         make([]limitID, 0, len(req.Limits)),
+		now:      now,
+		calendar: c,
+		hash:     prefix + hashKey,
+		day:      prefix + "day:" + c.date,
+		month:    prefix + "month:" + c.date[:7],
+		all:      make([]string, 0, len(req.Limits)),
+		prefix:   prefix,
+		ids:      make([]limitID, 0, len(req.Limits)),
 	}
 	for _, lim := range req.Limits {
 		key := prefix + lim.Name
