@@ -16,17 +16,26 @@ import (
 	"github.com/orgedge/edge/internal/testenv"
 )
 
-func setup(t testing.TB) (*devissuer.Server, *authn.Authenticator) {
+// startIssuer starts a development issuer and a verifier of its tokens
+// configured by cfg, whose issuer and audience it fills in.
+func startIssuer(t testing.TB, cfg identity.Config) (*devissuer.Server, *identity.Verifier) {
 	t.Helper()
 	iss, err := devissuer.Start("127.0.0.1:0", devissuer.DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = iss.Close() })
-	v, err := identity.NewVerifier(identity.Config{IssuerURL: iss.URL(), Audience: devissuer.DefaultAudience})
+	cfg.IssuerURL, cfg.Audience = iss.URL(), devissuer.DefaultAudience
+	v, err := identity.NewVerifier(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return iss, v
+}
+
+func setup(t testing.TB) (*devissuer.Server, *authn.Authenticator) {
+	t.Helper()
+	iss, v := startIssuer(t, identity.Config{})
 	return iss, authn.New(v, authn.Options{CacheSize: 100, ClockSkew: 30 * time.Second})
 }
 
@@ -47,18 +56,10 @@ func TestSecondCallWithSameTokenVerifiesNoSignature(t *testing.T) {
 }
 
 func TestCachedTokenIsRefusedOnceExpired(t *testing.T) {
-	iss, err := devissuer.Start("127.0.0.1:0", devissuer.DefaultConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = iss.Close() })
 	var mu sync.Mutex
 	now := time.Now()
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	v, err := identity.NewVerifier(identity.Config{IssuerURL: iss.URL(), Audience: devissuer.DefaultAudience, ClockSkew: 30 * time.Second, Now: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
+	iss, v := startIssuer(t, identity.Config{ClockSkew: 30 * time.Second, Now: clock})
 	a := authn.New(v, authn.Options{CacheSize: 100, ClockSkew: 30 * time.Second})
 	a.SetClock(clock)
 	tok, _ := iss.Issuer.TokenFor("bob") // lives 10 minutes
@@ -74,7 +75,7 @@ func TestCachedTokenIsRefusedOnceExpired(t *testing.T) {
 	mu.Lock()
 	now = now.Add(2 * time.Second) // past the skew
 	mu.Unlock()
-	_, err = a.Authenticate(context.Background(), bearer(tok))
+	_, err := a.Authenticate(context.Background(), bearer(tok))
 	var ie *identity.Error
 	if !errors.As(err, &ie) || ie.Reason != identity.ReasonTokenExpired {
 		t.Fatalf("got %v, want TOKEN_EXPIRED", err)
@@ -94,15 +95,7 @@ func TestFailuresAreNotCached(t *testing.T) {
 }
 
 func TestRefusedTokenIsRememberedButARetryableRefusalIsNot(t *testing.T) {
-	iss, err := devissuer.Start("127.0.0.1:0", devissuer.DefaultConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = iss.Close() })
-	v, err := identity.NewVerifier(identity.Config{IssuerURL: iss.URL(), Audience: devissuer.DefaultAudience, KeyRefetchInterval: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
+	iss, v := startIssuer(t, identity.Config{KeyRefetchInterval: time.Hour})
 	a := authn.New(v, authn.Options{CacheSize: 100, ClockSkew: 30 * time.Second, RefusedCache: 10})
 	claims, _ := iss.Issuer.ClaimsFor("alice")
 	claims["aud"] = []string{"billing"}
@@ -128,7 +121,7 @@ func TestRefusedTokenIsRememberedButARetryableRefusalIsNot(t *testing.T) {
 		t.Fatal(err)
 	}
 	newKey, _ := iss.Issuer.TokenFor("alice")
-	_, err = a.Authenticate(context.Background(), bearer(newKey))
+	_, err := a.Authenticate(context.Background(), bearer(newKey))
 	if ie := (*identity.Error)(nil); !errors.As(err, &ie) || !ie.Retryable {
 		t.Fatalf("got %v, want a retryable refusal", err)
 	}
@@ -139,16 +132,8 @@ func TestRefusedTokenIsRememberedButARetryableRefusalIsNot(t *testing.T) {
 }
 
 func TestFailureLimitRefusesNewTokensButNotCachedOnes(t *testing.T) {
-	iss, err := devissuer.Start("127.0.0.1:0", devissuer.DefaultConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = iss.Close() })
 	clock := testenv.NewClock(time.Now())
-	v, err := identity.NewVerifier(identity.Config{IssuerURL: iss.URL(), Audience: devissuer.DefaultAudience, Now: clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
+	iss, v := startIssuer(t, identity.Config{Now: clock.Now})
 	a := authn.New(v, authn.Options{CacheSize: 100, ClockSkew: 30 * time.Second, FailureLimit: authn.FailureLimit{PerMinute: 60, Burst: 2}})
 	a.SetClock(clock.Now)
 	request := func(remote, tok string) *http.Request {
@@ -167,7 +152,7 @@ func TestFailureLimitRefusesNewTokensButNotCachedOnes(t *testing.T) {
 		}
 	}
 	fresh, _ := iss.Issuer.TokenFor("carol")
-	_, err = a.AuthenticateRequest(context.Background(), request("192.0.2.1:1002", fresh))
+	_, err := a.AuthenticateRequest(context.Background(), request("192.0.2.1:1002", fresh))
 	fl, ok := errors.AsType[*authn.FailureLimitError](err)
 	if !ok || fl.RetryAfter <= 0 || fl.RetryAfter > time.Second {
 		t.Fatalf("got %v, want a failure limit of at most 1s", err)

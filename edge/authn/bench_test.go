@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/orgedge/edge/devissuer"
 	"github.com/orgedge/edge/edge/authn"
 	"github.com/orgedge/edge/identity"
 )
@@ -50,7 +49,7 @@ func BenchmarkVerifySignature(b *testing.B) {
 // per token. Each round fills a fresh authenticator; b.N only repeats it.
 func BenchmarkTokenCacheEntry(b *testing.B) {
 	const n = 2000
-	iss, _ := setup(b)
+	iss, v := startIssuer(b, identity.Config{})
 	headers := make([]http.Header, n)
 	for i := range headers {
 		tok, err := iss.Issuer.TokenFor(fmt.Sprintf("enterprise-capacity-%d", i))
@@ -58,10 +57,6 @@ func BenchmarkTokenCacheEntry(b *testing.B) {
 			b.Fatal(err)
 		}
 		headers[i] = bearer(tok)
-	}
-	v, err := identity.NewVerifier(identity.Config{IssuerURL: iss.URL(), Audience: devissuer.DefaultAudience})
-	if err != nil {
-		b.Fatal(err)
 	}
 	// The verifier's keys, fetched once, are not the cache's.
 	if _, err := authn.New(v, authn.Options{CacheSize: 1}).Authenticate(context.Background(), headers[0]); err != nil {

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/orgedge/edge/devissuer"
 	"github.com/orgedge/edge/edge/authn"
 	"github.com/orgedge/edge/identity"
 	"github.com/orgedge/edge/internal/testenv"
@@ -17,15 +16,7 @@ import (
 // TestTokenCachesHoldTheirBounds: five verified and five refused tokens
 // through caches of three each: three of each kept, two of each evicted.
 func TestTokenCachesHoldTheirBounds(t *testing.T) {
-	iss, err := devissuer.Start("127.0.0.1:0", devissuer.DefaultConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = iss.Close() })
-	v, err := identity.NewVerifier(identity.Config{IssuerURL: iss.URL(), Audience: devissuer.DefaultAudience})
-	if err != nil {
-		t.Fatal(err)
-	}
+	iss, v := startIssuer(t, identity.Config{})
 	a := authn.New(v, authn.Options{CacheSize: 3, ClockSkew: 30 * time.Second, RefusedCache: 3, FailureLimit: authn.FailureLimit{PerMinute: 60, Burst: 1000}})
 	for i := range 5 {
 		good, _ := iss.Issuer.TokenFor(fmt.Sprint("free-user-", i))
