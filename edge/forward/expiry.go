@@ -67,6 +67,13 @@ func (b *expiringBody) Read(p []byte) (int, error) {
 	if err == nil || !b.expired.Load() {
 		return n, err
 	}
+	return b.end(p, n, err)
+}
+
+// end ends the stream with the edge's error once the token expired. (Apart
+// from Read, whose frame stays on an open stream's stack while it waits for
+// the next message: see proxy.Proxy.ServeHTTP.)
+func (b *expiringBody) end(p []byte, n int, err error) (int, error) {
 	b.ended = true
 	e := tokenExpired()
 	tail, trailer, ok := apierror.EndStream(b.res.Header, e)

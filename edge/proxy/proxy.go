@@ -87,6 +87,24 @@ func New(o Options) *Proxy {
 // write, so that each message reaches the client at once; its trailers
 // follow the body.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// Two parts: what sends the call and writes the answer's headers has a
+	// large stack frame, gone once it returns; what copies the answer, which
+	// for a stream waits as long as the stream is open (an hour), has a
+	// small one. A parked goroutine's stack shrinks at a GC to what it uses
+	// (halved while it uses under a quarter): with the sender's frame still
+	// below it, each open stream's handler kept a 16 KiB stack; without, 8.
+	res, announced := p.send(w, r)
+	if res != nil {
+		p.copyAnswer(w, r, res, announced)
+	}
+}
+
+// send forwards the call and writes the answer's status and headers. It
+// returns the answer whose body is to be copied (nil when it answered the
+// client itself) and the number of trailers the answer announced.
+//
+//go:noinline
+func (p *Proxy) send(w http.ResponseWriter, r *http.Request) (*http.Response, int) {
 	out := new(http.Request)
 	*out = *r
 	u := *r.URL
@@ -105,14 +123,14 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	res, err := p.transport.RoundTrip(out)
 	if err != nil {
 		p.errorHandler(w, out, err)
-		return
+		return nil, 0
 	}
 	removeHopByHop(res.Header)
 	if p.modifyResponse != nil {
 		if err := p.modifyResponse(res); err != nil {
 			_ = res.Body.Close()
 			p.errorHandler(w, out, err)
-			return
+			return nil, 0
 		}
 	}
 	dst := w.Header()
@@ -132,6 +150,13 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		dst.Add("Trailer", strings.Join(names, ", "))
 	}
 	w.WriteHeader(res.StatusCode)
+	return res, announced
+}
+
+// copyAnswer copies the answer's body to the client, then its trailers.
+//
+//go:noinline
+func (p *Proxy) copyAnswer(w http.ResponseWriter, r *http.Request, res *http.Response, announced int) {
 	var to io.Writer = w
 	pool := buffers
 	if stream := p.isStream(r); res.ContentLength == -1 || stream {
@@ -144,13 +169,21 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	buf := pool.Get()
-	_, err = io.CopyBuffer(to, res.Body, buf)
+	_, err := io.CopyBuffer(to, res.Body, buf)
 	pool.Put(buf)
 	_ = res.Body.Close()
 	if err != nil {
 		// The answer is cut: the client must not take it for whole.
 		panic(http.ErrAbortHandler)
 	}
+	copyTrailers(w.Header(), res, announced)
+}
+
+// copyTrailers gives the client the answer's trailers. (Not inlined: its
+// map iterators would enlarge copyAnswer's frame, which a stream keeps.)
+//
+//go:noinline
+func copyTrailers(dst http.Header, res *http.Response, announced int) {
 	if len(res.Trailer) == announced {
 		for k, vs := range res.Trailer {
 			dst[k] = append(dst[k], vs...)
