@@ -139,19 +139,49 @@ func (s *Server) Backends() []proxy.Backend { return s.pool.Backends() }
 
 // ServeHTTP runs one call through the chain.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
 	s.metrics.Serving(1)
 	defer s.metrics.Serving(-1)
+	var b begun
+	s.begin(w, r, &b)
+	defer b.span.End()
+	principal := s.serve(&b)
+	s.finish(&b, principal)
+}
+
+// begun is a call as the chain starts it.
+type begun struct {
+	start   time.Time
+	r       *http.Request // with the call's span in its context
+	rec     *call.Recorder
+	span    trace.Span
+	c       classify.Call
+	problem classify.Problem
+}
+
+// begin names the call (X-Request-Id), classifies it, starts its record and
+// its span. (Apart from ServeHTTP, whose frame stays on an open stream's
+// stack: see proxy.Proxy.ServeHTTP.)
+//
+//go:noinline
+func (s *Server) begin(w http.ResponseWriter, r *http.Request, b *begun) {
+	b.start = time.Now()
 	id := call.RequestID(r.Header.Get("X-Request-Id"))
 	r.Header.Set("X-Request-Id", id)
 	w.Header().Set("X-Request-Id", id)
+	b.c, b.problem = classify.Classify(r, s.procs)
+	b.rec = call.NewRecorder(w, b.c)
+	var ctx context.Context
+	ctx, b.span = s.tracing.StartServer(r, b.c)
+	b.r = r.WithContext(ctx)
+}
 
-	c, problem := classify.Classify(r, s.procs)
-	rec := call.NewRecorder(w, c)
-	ctx, span := s.tracing.StartServer(r, c)
-	defer span.End()
-	r = r.WithContext(ctx)
-	principal := s.serve(rec, r, c, problem, start)
+// finish counts, traces and logs a call once it is over. (Apart from
+// ServeHTTP, whose frame stays on an open stream's stack while the stream
+// waits for its next message: see proxy.Proxy.ServeHTTP.)
+//
+//go:noinline
+func (s *Server) finish(b *begun, principal *identity.Principal) {
+	rec, r, c, span, start := b.rec, b.r, b.c, b.span, b.start
 	d := time.Since(start)
 	code := rec.Result(c)
 	if r.Context().Err() != nil && (rec.Status() == 0 || rec.WasCut() || observe.ServerFault(code)) {
@@ -184,7 +214,79 @@ func overloaded() *connect.Error {
 		apierror.WithRetryAfter(time.Second))
 }
 
-func (s *Server) serve(w *call.Recorder, r *http.Request, c classify.Call, problem classify.Problem, start time.Time) *identity.Principal {
+func (s *Server) serve(b *begun) *identity.Principal {
+	// In parts, each its own function, and one deferred call: what stays on
+	// an open stream's stack (this frame, below the forwarding) is kept
+	// small (see proxy.Proxy.ServeHTTP). Each thing to undo is noted in e as
+	// soon as it is done.
+	var e ending
+	defer s.end(&e)
+	w, r := b.rec, b.r
+	if s.refusedUnread(w, r, b.problem) {
+		return nil
+	}
+	if max := int64(s.cfg.Listen.MaxCallsInFlight); max > 0 && !b.c.Streaming {
+		if e.inFlight = s.enter(w, r, max); !e.inFlight {
+			return nil
+		}
+	}
+	// Bound the body in time (from now: its headers are in) and in size.
+	body := reqbody.Bound(w, r, b.c.Streaming, s.bodies)
+	e.body = body
+
+	p, rule, admitted := s.admit(w, r, &b.c)
+	if admitted == nil {
+		return p
+	}
+	e.admitted, e.admittedCtx = admitted, r.Context()
+	if b.c.Procedure == limits.UsageProcedure {
+		s.serveUsage(w, r, b.c, p, admitted)
+		return p
+	}
+	if b.c.Streaming {
+		e.streamClosed = s.metrics.StreamOpened(b.c)
+	}
+	r, e.cancel = s.callContext(b, p, rule, admitted, body)
+	if s.idem != nil && !b.c.Streaming {
+		s.idempotency(w, r, b.c, p.Subject, rule.Idempotent, admitted.Replayed())
+		return p
+	}
+	s.forward.ServeHTTP(w, r)
+	return p
+}
+
+// ending is what a call undoes when it ends, noted as each is done.
+type ending struct {
+	inFlight     bool // counted in s.inFlight
+	body         *reqbody.Body
+	admitted     *limits.Admission
+	admittedCtx  context.Context
+	streamClosed func()
+	cancel       context.CancelFunc
+}
+
+// end undoes, last done first, what e notes.
+func (s *Server) end(e *ending) {
+	if e.cancel != nil {
+		e.cancel()
+	}
+	if e.streamClosed != nil {
+		e.streamClosed()
+	}
+	if e.admitted != nil {
+		e.admitted.Done(e.admittedCtx)
+	}
+	e.body.End() // safe on nil
+	if e.inFlight {
+		s.inFlight.Add(-1)
+	}
+}
+
+// refusedUnread answers the calls refused before their body is read: not
+// classified, or larger than the body bound says.
+//
+//go:noinline
+func (s *Server) refusedUnread(w *call.Recorder, r *http.Request, problem classify.Problem) bool {
 	if problem != 0 || r.ContentLength > s.bodies.MaxBytes {
 		// Refused before its body is bounded: nothing may wait for the body.
 		reqbody.Unwanted(w, r)
@@ -192,41 +294,47 @@ func (s *Server) serve(w *call.Recorder, r *http.Request, c classify.Call, probl
 	switch problem {
 	case classify.UnsupportedMediaType:
 		apierror.WriteUnsupportedMediaType(w)
-		return nil
+		return true
 	case classify.MethodNotAllowed:
 		apierror.WriteMethodNotAllowed(w)
-		return nil
+		return true
 	case classify.UnknownProcedure:
 		call.Refuse(w, r, apierror.New(connect.CodeUnimplemented, "UNKNOWN_PROCEDURE", fmt.Sprintf("%s is not a procedure of this API", call.Clip(r.URL.Path))))
-		return nil
+		return true
 	}
-
 	if r.ContentLength > s.bodies.MaxBytes {
 		call.Refuse(w, r, reqbody.TooLarge(s.bodies.MaxBytes))
-		return nil
+		return true
 	}
-	if max := int64(s.cfg.Listen.MaxCallsInFlight); max > 0 && !c.Streaming {
-		// Before anything that costs: an overloaded replica answers at once.
-		if s.inFlight.Add(1) > max {
-			s.inFlight.Add(-1)
-			reqbody.Unwanted(w, r)
-			call.Refuse(w, r, overloaded())
-			return nil
-		}
-		defer s.inFlight.Add(-1)
-	}
-	// Bound the body in time (from now: its headers are in) and in size.
-	body := reqbody.Bound(w, r, c.Streaming, s.bodies)
-	defer body.End()
+	return false
+}
 
-	// One policy for the whole call, even if a reload swaps it meanwhile.
+// enter counts a unary call in flight; past max, it answers the call
+// overloaded at once (before anything that costs) and returns false.
+func (s *Server) enter(w *call.Recorder, r *http.Request, max int64) bool {
+	if s.inFlight.Add(1) <= max {
+		return true
+	}
+	s.inFlight.Add(-1)
+	reqbody.Unwanted(w, r)
+	call.Refuse(w, r, overloaded())
+	return false
+}
+
+// admit authenticates the caller and applies the limits, under one policy
+// for the whole call even if a reload swaps it meanwhile. A refused call is
+// answered here, and its admission is nil (its principal is returned when
+// the token was valid).
+//
+//go:noinline
+func (s *Server) admit(w *call.Recorder, r *http.Request, cp *classify.Call) (*identity.Principal, *policy.Rule, *limits.Admission) {
+	c := *cp
 	pol := s.limits.Live()
 	p, rule, refusal := s.authenticate(r, c, pol)
 	if refusal != nil {
 		call.Refuse(w, r, refusal)
-		return p
+		return p, rule, nil
 	}
-
 	ctx, span := s.tracing.Start(r.Context(), observe.SpanLimits)
 	admit := s.limits.Admit
 	if s.replays(ctx, r, c, p, rule) {
@@ -236,22 +344,22 @@ func (s *Server) serve(w *call.Recorder, r *http.Request, c classify.Call, probl
 	span.End()
 	if refusal != nil {
 		call.Refuse(w, r, refusal)
-		return p
+		return p, rule, nil
 	}
-	defer admitted.Done(r.Context())
-	if c.Procedure == limits.UsageProcedure {
-		s.serveUsage(w, r.WithContext(limits.WithUsageCaller(r.Context(), p, admitted)), c)
-		return p
-	}
-	if c.Streaming {
-		defer s.metrics.StreamOpened(c)()
-	}
+	return p, rule, admitted
+}
+
+// callContext returns the admitted call's request as the next steps need
+// it: its state (call.With) and its deadline.
+//
+//go:noinline
+func (s *Server) callContext(b *begun, p *identity.Principal, rule *policy.Rule, admitted *limits.Admission, body *reqbody.Body) (*http.Request, context.CancelFunc) {
+	w, r, c, start := b.rec, b.r, b.c, b.start
 	if admitted.WatchesAnswer() {
 		for _, h := range wire.CompressionHeaders {
 			r.Header.Del(h)
 		}
 	}
-
 	max := s.cfg.Requests.MaxUnaryTimeout
 	if c.Streaming {
 		max = s.cfg.Requests.MaxStreamTimeout
@@ -266,7 +374,7 @@ func (s *Server) serve(w *call.Recorder, r *http.Request, c classify.Call, probl
 	if c.Streaming && !p.Expiry.IsZero() {
 		st.Expires = p.Expiry.Add(s.cfg.OIDC.ClockSkew)
 	}
-	ctx = proxy.WithDeadline(call.With(r.Context(), st), deadline)
+	ctx := proxy.WithDeadline(call.With(r.Context(), st), deadline)
 	// A unary call ends at its deadline: the edge answers deadline_exceeded
 	// itself if the backend has not answered. A stream's backend gets a
 	// little grace to end it in the caller's protocol (its headers are
@@ -275,18 +383,7 @@ func (s *Server) serve(w *call.Recorder, r *http.Request, c classify.Call, probl
 		deadline = deadline.Add(streamDeadlineGrace)
 	}
 	ctx, cancel := context.WithDeadline(ctx, deadline)
-	defer cancel()
-	r = r.WithContext(ctx)
-	if s.idem != nil && !c.Streaming {
-		var next http.Handler = s.forward
-		if admitted.Replayed() {
-			next = replayGone{}
-		}
-		s.idempotency(w, r, c, p.Subject, rule.Idempotent, next)
-		return p
-	}
-	s.forward.ServeHTTP(w, r)
-	return p
+	return r.WithContext(ctx), cancel
 }
 
 // streamDeadlineGrace is how long past its deadline the edge lets the
@@ -325,7 +422,11 @@ func (s *Server) authenticate(r *http.Request, c classify.Call, pol *limits.Live
 // idempotency runs the idempotency step, in a span of its own when the
 // call carries Idempotency-Key. The forwarded call's edge.upstream span is
 // the step's child: the step forwards it.
-func (s *Server) idempotency(w *call.Recorder, r *http.Request, c classify.Call, subject string, eligible bool, next http.Handler) {
+func (s *Server) idempotency(w *call.Recorder, r *http.Request, c classify.Call, subject string, eligible, replayed bool) {
+	var next http.Handler = s.forward
+	if replayed {
+		next = replayGone{}
+	}
 	if len(r.Header.Values(idempotency.HeaderKey)) == 0 {
 		s.metrics.Idempotency(s.idem.Serve(w, r, c, subject, eligible, next))
 		return

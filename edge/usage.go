@@ -8,14 +8,17 @@ import (
 	"github.com/orgedge/edge/edge/apierror"
 	"github.com/orgedge/edge/edge/call"
 	"github.com/orgedge/edge/edge/classify"
+	"github.com/orgedge/edge/edge/limits"
 	"github.com/orgedge/edge/edge/result"
+	"github.com/orgedge/edge/identity"
 )
 
 // serveUsage answers GetUsage. A JSON caller's error is reshaped as the
 // backend's are (see modifyResponse): connect-go's handler writes Connect's
 // JSON error, without the "@type" fields every other error of the API
 // carries.
-func (s *Server) serveUsage(w *call.Recorder, r *http.Request, c classify.Call) {
+func (s *Server) serveUsage(w *call.Recorder, r *http.Request, c classify.Call, p *identity.Principal, admitted *limits.Admission) {
+	r = r.WithContext(limits.WithUsageCaller(r.Context(), p, admitted))
 	if !c.UnaryConnect || !c.JSON {
 		s.usage.ServeHTTP(w, r)
 		return
