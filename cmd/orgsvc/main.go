@@ -108,8 +108,13 @@ func run(args []string) error {
 		"how long a call's whole request body may take to arrive; keep it above the edge's requests.body_timeout ($ORGSVC_BODY_TIMEOUT)")
 	watchCheck := fs.Duration("watch-access-check", durationEnv("ORGSVC_WATCH_ACCESS_CHECK", 30*time.Second),
 		"how often an open WatchEnvironment stream checks that its caller still has access ($ORGSVC_WATCH_ACCESS_CHECK)")
+	watchPoll := fs.Duration("watch-poll", durationEnv("ORGSVC_WATCH_POLL", 2*time.Second),
+		"how often an open WatchEnvironment stream re-reads its environment, to see changes made through other replicas ($ORGSVC_WATCH_POLL)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *watchPoll <= 0 {
+		return fmt.Errorf("-watch-poll (or ORGSVC_WATCH_POLL) must be positive, got %v", *watchPoll)
 	}
 	if *showVer {
 		fmt.Printf("orgsvc %s\n", version())
@@ -177,7 +182,7 @@ func run(args []string) error {
 		Addr: *addr, Database: *database, MaxDBConns: *dbConns, IssuerURL: *issuer, Audience: *audience, Logger: log,
 		AllowAnyAudience: *anyAud, AzpAsAudience: *azpAud,
 		RoleClaims: strings.Split(*roles, ","), AdminAddr: *adminAddr, Version: version(),
-		Config: orgsvc.Config{InvitationTTL: *invTTL, ProvisionDelay: *provision, WatchAccessCheck: *watchCheck, BodyTimeout: *bodyTimeout},
+		Config: orgsvc.Config{InvitationTTL: *invTTL, ProvisionDelay: *provision, WatchAccessCheck: *watchCheck, WatchPoll: *watchPoll, BodyTimeout: *bodyTimeout},
 	})
 	if err != nil {
 		return err

@@ -21,3 +21,15 @@ func TestAudienceIsRequiredUnlessAnyIsAllowed(t *testing.T) {
 		t.Fatalf("with both: %v", err)
 	}
 }
+
+// A watch poll that is not positive is refused, naming the flag, rather
+// than taken for the default.
+func TestWatchPollMustBePositive(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "orgsvc.db")
+	for _, v := range []string{"0s", "-1s"} {
+		err := run([]string{"-issuer", "http://127.0.0.1:1/realms/x", "-database", db, "-audience", "api", "-log-format", "text", "-watch-poll", v})
+		if err == nil || !strings.Contains(err.Error(), "-watch-poll (or ORGSVC_WATCH_POLL) must be positive") {
+			t.Fatalf("-watch-poll %s: %v", v, err)
+		}
+	}
+}
