@@ -3,15 +3,16 @@
 # "Noisy neighbour"; issue 22, goal 1). One command, run as root from the
 # repository's root:
 #
-#   bench/noisy.sh [ROUNDS]      (default 3; PHASE=10s DIR=/tmp/bench-noisy BASE= BARE=)
+#   bench/noisy.sh [ROUNDS]      (default 3; PHASE=10s DIR=/tmp/bench-noisy BASE= BARE= EARLY=)
 #
 # In a network namespace of its own (the development ports must be free), it
 # starts a redis-server, the development stack on it (edge -dev: the issuer
 # and the backend) and standalone edges from this checkout on that backend
 # and Redis: "off" with listen.max_early_calls 0 (every early call answered:
-# the cost of a refusal itself) and "on" with the default (50). With BASE set
+# the cost of a refusal itself) and "on" with the default (5; 50 before 2026-11-25). With BASE set
 # to another checkout, a third edge "base" built from it (the same settings
-# as "on", those it knows). With BARE=1, a target "bare": the shared
+# as "on", those it knows). With EARLY=N, an edge "early" from this
+# checkout with listen.max_early_calls N instead of the default. With BARE=1, a target "bare": the shared
 # harness's trivial net/http server (../shared/bench/peer/cmd/backend), which
 # answers these calls 404 at once: what any net/http server spends per
 # request on this machine, the floor under a refusal's cost (its "errors" are
@@ -45,6 +46,11 @@ if [ -n "$BASE" ]; then
   edges="$edges,base=http://127.0.0.1:30080"
   procs="$procs,base=$pid_base"
 fi
+if [ -n "${EARLY:-}" ]; then
+  standalone early 38080 "$DIR/bin/edge" "  max_early_calls: $EARLY" ""
+  edges="$edges,early=http://127.0.0.1:38080"
+  procs="$procs,early=$pid_early"
+fi
 if [ -n "${BARE:-}" ]; then
   "$DIR/bin/backend" -addr 127.0.0.1:18082 > "$DIR/backend.log" 2>&1 &
   pids+=($!)
@@ -56,7 +62,7 @@ fi
   echo "machine: nproc $(nproc), kernel $(uname -r), $(date -u +%FT%TZ), uptime: $(uptime)"
   "$DIR/bin/noisy" -edges "$edges" -pids "$procs" -rounds "$ROUNDS" -phase "$PHASE"
   echo "uptime after: $(uptime)"
-  for e in 19080 29080; do
+  for e in 19080 29080 ${EARLY:+39080}; do
     echo "admin :$e: $(curl -s "http://127.0.0.1:$e/metrics" | grep -E '^edge_early_calls_held_total' || true)"
   done
 } | tee "$DIR/noisy.txt"
