@@ -228,7 +228,8 @@ func New(cfg *config.Config, log *slog.Logger, version string, opts ...Option) (
 		a.connBounds.Exempt = append(a.connBounds.Exempt, pfx)
 	}
 	resets := conns.Resets{Max: cfg.Listen.MaxResetsPerConnection, OnClose: connsClosed.WithLabelValues("resets").Inc}
-	early := conns.RetryAfter{Max: cfg.Listen.MaxEarlyCalls, MaxHold: cfg.Listen.MaxEarlyCallHold, OnHold: heldCalls.Inc}
+	early := conns.RetryAfter{Max: cfg.Listen.MaxEarlyCalls, MaxHold: cfg.Listen.MaxEarlyCallHold, OnHold: heldCalls.Inc,
+		PolicyReplaced: step.PolicyReplaced}
 	var apiTLS *tls.Config
 	if cfg.Listen.TLS.CertFile != "" {
 		pair, err := certfile.Load(cfg.Listen.TLS.CertFile, cfg.Listen.TLS.KeyFile)
