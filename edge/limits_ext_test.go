@@ -500,6 +500,10 @@ func TestRedisOutageFailOpenKeepsALocalShareFailClosedRefusesAndExactLimitsResum
 		cfg.Redis.Addr = rs.Addr
 		tinyPlan(10)(cfg)
 		cfg.Limits.OnRedisFailure, cfg.Limits.LocalShare = policy, 0.5
+		// The client calls on past its refusals on purpose, on one
+		// connection: the edge would hold its early calls (listen.
+		// max_early_calls), which is not what this test is about.
+		cfg.Listen.MaxEarlyCalls = 0
 		return testkit.StartEdge(t, cfg)
 	}
 	open, closed := edgeWith(config.FailOpen), edgeWith(config.FailClosed)
