@@ -102,7 +102,7 @@ type Listen struct {
 	// (Retry-After), a call with the same token before the time is up is
 	// early; past this many early calls in a row, the connection's early
 	// calls are held until the time (at most MaxEarlyCallHold), then
-	// served. Default 50; 0: none is held.
+	// served. Default 5; 0: none is held.
 	MaxEarlyCalls int `yaml:"max_early_calls"`
 	// MaxEarlyCallHold bounds how long one early call is held. Default 1m.
 	MaxEarlyCallHold time.Duration `yaml:"max_early_call_hold"`

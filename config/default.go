@@ -24,7 +24,7 @@ func Default() *Config {
 			HTTP2IdleTimeout:         5 * time.Second,
 			MaxConnectionsPerAddress: 256,
 			MaxResetsPerConnection:   100,
-			MaxEarlyCalls:            50,
+			MaxEarlyCalls:            5,
 			MaxEarlyCallHold:         time.Minute,
 			MaxCallsInFlight:         4096,
 		},
