@@ -29,7 +29,7 @@ start_devstack() {
   until curl -sf -o /dev/null http://127.0.0.1:9090/readyz; do sleep 0.2; done
 }
 
-# standalone NAME PORT BINARY LISTEN_YAML OIDC_YAML: an edge on 127.0.0.1:PORT,
+# standalone NAME PORT BINARY LISTEN_YAML OIDC_YAML [ADMIN_YAML]: an edge on 127.0.0.1:PORT,
 # its admin listener on PORT+1000 (keep both below the ephemeral range,
 # 32768), extra lines under listen: and oidc:; its PID in pid_NAME. Its
 # backend is the development one (:8082) unless UPSTREAM names another.
@@ -42,6 +42,7 @@ listen:
 $4
 admin:
   addr: 127.0.0.1:$(($2 + 1000))
+${6:-}
 upstream:
   url: ${UPSTREAM:-http://127.0.0.1:8082}
 oidc:

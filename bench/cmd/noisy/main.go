@@ -89,13 +89,9 @@ func measure(edges, pids, issuer, prefix string, nOthers int, rate float64, nCon
 	if err != nil {
 		return err
 	}
-	var others []string
-	for i := range nOthers {
-		tok, err := token(issuer, fmt.Sprintf("%s-%s-%d", prefix, run, i))
-		if err != nil {
-			return err
-		}
-		others = append(others, tok)
+	others, err := tokens(issuer, prefix, run, nOthers)
+	if err != nil {
+		return err
 	}
 	flooder, err := token(issuer, "free-noisy-"+run)
 	if err != nil {
@@ -304,6 +300,43 @@ func cpuTime(pid string) time.Duration {
 
 // token is an access token of the development issuer for user (password
 // grant).
+// tokens gets the n subjects' tokens, 8 at a time (the issuer signs each:
+// a hundred thousand take minutes).
+func tokens(issuer, prefix, run string, n int) ([]string, error) {
+	out := make([]string, n)
+	errs := make(chan error, 8)
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				tok, err := token(issuer, fmt.Sprintf("%s-%s-%d", prefix, run, i))
+				if err != nil {
+					select {
+					case errs <- err:
+					default:
+					}
+					continue
+				}
+				out[i] = tok
+			}
+		}()
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return nil, err
+	default:
+		return out, nil
+	}
+}
+
 func token(issuer, user string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
