@@ -35,9 +35,7 @@ fi
 pids=()
 trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait' EXIT
 start_devstack
-"$DIR/bin/backend" -addr 127.0.0.1:18082 > "$DIR/backend.log" 2>&1 &
-pids+=($!)
-until curl -s -o /dev/null http://127.0.0.1:18082/; do sleep 0.1; done
+start_trivial_backend
 UPSTREAM=http://127.0.0.1:18082 standalone edge 18080 "$DIR/bin/edge" "" ""
 redis_pid=$(redis-cli -p 6379 info server | tr -d '\r' | awk -F: '$1=="process_id"{print $2}')
 tck=$(getconf CLK_TCK)

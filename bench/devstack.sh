@@ -59,3 +59,14 @@ YAML
   eval "pid_$1=$!"
   until curl -sf -o /dev/null "http://127.0.0.1:$(($2 + 1000))/readyz"; do sleep 0.2; done
 }
+
+# start_trivial_backend: the shared harness's trivial net/http backend
+# ($DIR/bin/backend, built from ../shared/bench/peer/cmd/backend) on
+# 127.0.0.1:18082, which answers GetOrganization at once and other calls
+# 404; its PID in pid_backend.
+start_trivial_backend() {
+  "$DIR/bin/backend" -addr 127.0.0.1:18082 > "$DIR/backend.log" 2>&1 &
+  pids+=($!)
+  pid_backend=$!
+  until curl -s -o /dev/null http://127.0.0.1:18082/; do sleep 0.1; done
+}

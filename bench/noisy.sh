@@ -52,11 +52,9 @@ if [ -n "${EARLY:-}" ]; then
   procs="$procs,early=$pid_early"
 fi
 if [ -n "${BARE:-}" ]; then
-  "$DIR/bin/backend" -addr 127.0.0.1:18082 > "$DIR/backend.log" 2>&1 &
-  pids+=($!)
+  start_trivial_backend
   edges="$edges,bare=http://127.0.0.1:18082"
-  procs="$procs,bare=$!"
-  until curl -s -o /dev/null http://127.0.0.1:18082/; do sleep 0.1; done
+  procs="$procs,bare=$pid_backend"
 fi
 {
   echo "machine: nproc $(nproc), kernel $(uname -r), $(date -u +%FT%TZ), uptime: $(uptime)"
