@@ -22,7 +22,7 @@ func (l *Limiter) Peek(ctx context.Context, req Request) (Decision, error) {
 	}
 	req.Cost = 0
 	k := keysFor(l.opts.KeyPrefix, req, l.opts.Now())
-	v, err := allowScript.Run(ctx, l.rdb, k.script(), k.args(req)...).Slice()
+	v, err := allowScript.Run(ctx, l.rdb, k.script, k.args(req)...).Slice()
 	if err != nil {
 		return Decision{}, fmt.Errorf("ratelimit: peek: %w", err)
 	}
@@ -62,7 +62,7 @@ func (l *Limiter) Reset(ctx context.Context, subject string, names []string) err
 		fields = append(fields, "t:"+name)
 	}
 	_, err := l.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.Del(ctx, append(k.all[:len(req.Limits):len(req.Limits)], k.day)...)
+		p.Del(ctx, append([]string{k.day}, k.script[3:]...)...) // the older layout's day and TATs
 		p.HDel(ctx, k.hash, fields...)
 		return nil
 	})

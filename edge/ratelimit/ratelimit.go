@@ -252,7 +252,7 @@ func (l *Limiter) Allow(ctx context.Context, req Request) (Decision, error) {
 		return d, nil
 	}
 	raw, err := callAsync(l, ctx, func(ctx context.Context, deadline time.Time) <-chan result[[]any] {
-		return l.batch.run(ctx, deadline, k.script(), k.args(req))
+		return l.batch.run(ctx, deadline, k.script, k.args(req))
 	})
 	var v verdict
 	if err == nil {
@@ -349,10 +349,10 @@ func (r *Request) validate() error {
 // keys are a request's Redis keys and the identities under which the
 // in-process tables remember its limits.
 type keys struct {
-	// Per limit the name of its state (the subject's prefix and the
-	// limit's name): its identity in the in-process tables, and its key in
-	// the layout before the subject's hash.
-	all    []string
+	// The script's KEYS (allow.lua): the subject's hash, the older
+	// layout's day and month, then per limit the name of its state (the
+	// subject's prefix and the limit's name), its key in that layout.
+	script []string
 	prefix string // of every key of the subject
 	hash   string // the subject's hash (see allow.lua)
 	// The older layout's counters, which the script adds to a day the hash
@@ -395,13 +395,14 @@ func keysFor(keyPrefix string, req Request, now time.Time) keys {
 		hash:     prefix + hashKey,
 		day:      prefix + "day:" + c.date,
 		month:    prefix + "month:" + c.date[:7],
-		all:      make([]string, 0, len(req.Limits)),
 		prefix:   prefix,
 		ids:      make([]limitID, 0, len(req.Limits)),
 	}
+	// One slice, made here: each call to Redis passes it as it is.
+	k.script = append(make([]string, 0, 3+len(req.Limits)), k.hash, k.day, k.month)
 	for _, lim := range req.Limits {
 		key := prefix + lim.Name
-		k.all = append(k.all, key)
+		k.script = append(k.script, key)
 		k.ids = append(k.ids, limitID{key: key, rate: lim.Rate, burst: lim.Burst, period: lim.Period})
 	}
 	k.dayID = limitID{key: k.day, rate: req.Daily}
@@ -437,12 +438,6 @@ func calendarOf(now time.Time) *calendar {
 	}
 	lastCalendar.Store(c)
 	return c
-}
-
-// script returns the script's KEYS (see allow.lua): the subject's hash,
-// the older layout's day, month and TATs.
-func (k keys) script() []string {
-	return append([]string{k.hash, k.day, k.month}, k.all...)
 }
 
 // limitID names a limit in the in-process tables: its key, under which
