@@ -414,7 +414,8 @@ type calendar struct {
 	date                   string // YYYY-MM-DD
 	dayField, monthField   string
 	oldestDay, oldestMonth string
-	midnight, monthEnd     time.Time
+	start, midnight        time.Time // the day's bounds
+	monthEnd               time.Time
 }
 
 // lastCalendar is the calendar of the day last asked for.
@@ -422,10 +423,10 @@ var lastCalendar atomic.Pointer[calendar]
 
 // calendarOf returns the calendar of now's UTC day.
 func calendarOf(now time.Time) *calendar {
-	y, m, d := now.Date()
-	if c := lastCalendar.Load(); c != nil && !now.Before(c.midnight.AddDate(0, 0, -1)) && now.Before(c.midnight) {
+	if c := lastCalendar.Load(); c != nil && !now.Before(c.start) && now.Before(c.midnight) {
 		return c
 	}
+	y, m, d := now.Date()
 	date := now.Format(time.DateOnly)
 	c := &calendar{
 		date:        date,
@@ -433,6 +434,7 @@ func calendarOf(now time.Time) *calendar {
 		monthField:  "m:" + date[:7],
 		oldestDay:   "d:" + time.Date(y, m, d-1, 0, 0, 0, 0, time.UTC).Format(time.DateOnly),
 		oldestMonth: "m:" + time.Date(y, m-1, 1, 0, 0, 0, 0, time.UTC).Format("2006-01"),
+		start:       time.Date(y, m, d, 0, 0, 0, 0, time.UTC),
 		midnight:    time.Date(y, m, d+1, 0, 0, 0, 0, time.UTC),
 		monthEnd:    time.Date(y, m+1, 1, 0, 0, 0, 0, time.UTC),
 	}
