@@ -234,7 +234,7 @@ func (s *Server) serve(b *begun) *identity.Principal {
 	body := reqbody.Bound(w, r, b.c.Streaming, s.bodies)
 	e.body = body
 
-	p, rule, admitted := s.admit(w, r, &b.c)
+	p, rule, admitted := s.admit(w, r, b.c)
 	if admitted == nil {
 		return p
 	}
@@ -327,8 +327,7 @@ func (s *Server) enter(w *call.Recorder, r *http.Request, max int64) bool {
 // the token was valid).
 //
 //go:noinline
-func (s *Server) admit(w *call.Recorder, r *http.Request, cp *classify.Call) (*identity.Principal, *policy.Rule, *limits.Admission) {
-	c := *cp
+func (s *Server) admit(w *call.Recorder, r *http.Request, c classify.Call) (*identity.Principal, *policy.Rule, *limits.Admission) {
 	pol := s.limits.Live()
 	p, rule, refusal := s.authenticate(r, c, pol)
 	if refusal != nil {
