@@ -220,7 +220,7 @@ func (s *Server) serve(b *begun) *identity.Principal {
 	// small (see proxy.Proxy.ServeHTTP). Each thing to undo is noted in e as
 	// soon as it is done.
 	var e ending
-	defer s.end(&e)
+	defer s.end(b, &e)
 	w, r := b.rec, b.r
 	if s.refusedUnread(w, r, b.problem) {
 		return nil
@@ -238,7 +238,7 @@ func (s *Server) serve(b *begun) *identity.Principal {
 	if admitted == nil {
 		return p
 	}
-	e.admitted, e.admittedCtx = admitted, r.Context()
+	e.admitted = admitted
 	if b.c.Procedure == limits.UsageProcedure {
 		s.serveUsage(w, r, b.c, p, admitted)
 		return p
@@ -259,14 +259,13 @@ func (s *Server) serve(b *begun) *identity.Principal {
 type ending struct {
 	inFlight     bool // counted in s.inFlight
 	body         *reqbody.Body
-	admitted     *limits.Admission
-	admittedCtx  context.Context
+	admitted     *limits.Admission // done in the context of the call as begun
 	streamClosed func()
 	cancel       context.CancelFunc
 }
 
-// end undoes, last done first, what e notes.
-func (s *Server) end(e *ending) {
+// end undoes, last done first, what e notes of the call b.
+func (s *Server) end(b *begun, e *ending) {
 	if e.cancel != nil {
 		e.cancel()
 	}
@@ -274,7 +273,7 @@ func (s *Server) end(e *ending) {
 		e.streamClosed()
 	}
 	if e.admitted != nil {
-		e.admitted.Done(e.admittedCtx)
+		e.admitted.Done(b.r.Context())
 	}
 	e.body.End() // safe on nil
 	if e.inFlight {
