@@ -29,6 +29,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/orgedge/edge/devissuer"
 )
 
@@ -304,37 +306,15 @@ func cpuTime(pid string) time.Duration {
 // a hundred thousand take minutes).
 func tokens(issuer, prefix, run string, n int) ([]string, error) {
 	out := make([]string, n)
-	errs := make(chan error, 8)
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				tok, err := token(issuer, fmt.Sprintf("%s-%s-%d", prefix, run, i))
-				if err != nil {
-					select {
-					case errs <- err:
-					default:
-					}
-					continue
-				}
-				out[i] = tok
-			}
-		}()
-	}
+	var g errgroup.Group
+	g.SetLimit(8)
 	for i := range n {
-		next <- i
+		g.Go(func() (err error) {
+			out[i], err = token(issuer, fmt.Sprintf("%s-%s-%d", prefix, run, i))
+			return err
+		})
 	}
-	close(next)
-	wg.Wait()
-	select {
-	case err := <-errs:
-		return nil, err
-	default:
-		return out, nil
-	}
+	return out, g.Wait()
 }
 
 func token(issuer, user string) (string, error) {
