@@ -64,13 +64,8 @@ func (s *Step) serveStream(w *call.Recorder, r *http.Request) {
 	// lost it, and the stream was cut (seen under load). Connect and
 	// gRPC-Web over HTTP/1.1 carry no bidirectional streams: the client
 	// sends its request whole and then reads. HTTP/2 needs nothing.
-	if r.ProtoMajor == 1 && r.Body != nil && r.Body != http.NoBody {
-		body, err := io.ReadAll(r.Body)
-		if err != nil {
-			s.upstreamError(w, r, err)
-			return
-		}
-		r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+	if r.ProtoMajor == 1 && r.Body != nil && r.Body != http.NoBody && !s.readWhole(w, r) {
+		return
 	}
 	sw := newStallWriter(w, s.writeTimeout)
 	defer func() {
@@ -84,4 +79,19 @@ func (s *Step) serveStream(w *call.Recorder, r *http.Request) {
 		}
 	}()
 	s.proxy.ServeHTTP(sw, r)
+}
+
+// readWhole reads r's body whole and gives r a copy of it to forward; false
+// (the call answered) if it could not be read. (Apart from serveStream,
+// whose frame stays on an open stream's stack: see proxy.Proxy.ServeHTTP.)
+//
+//go:noinline
+func (s *Step) readWhole(w *call.Recorder, r *http.Request) bool {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		s.upstreamError(w, r, err)
+		return false
+	}
+	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+	return true
 }
