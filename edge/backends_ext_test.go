@@ -2,7 +2,6 @@ package edge_test
 
 import (
 	"fmt"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -10,18 +9,6 @@ import (
 
 	"github.com/orgedge/edge/internal/testkit"
 )
-
-// deadAddress returns a loopback address where nothing listens.
-func deadAddress(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
-	return addr
-}
 
 // With one backend of three down, its share spreads evenly over the two
 // others, one call at a time and under load (docs/edge.md: within 10% of
@@ -31,7 +18,7 @@ func TestUpstreamDownBackendsShareSpreadsEvenly(t *testing.T) {
 	iss := testkit.SharedIssuer(t)
 	first, last := startCountingBackend(t), startCountingBackend(t)
 	cfg := testkit.EdgeConfig(t, first.url, iss.URL())
-	cfg.Upstream.URLs = []string{first.url, "http://" + deadAddress(t), last.url}
+	cfg.Upstream.URLs = []string{first.url, "http://" + testkit.DeadAddr(t), last.url}
 	plan := cfg.Limits.Plans["enterprise"]
 	plan.RequestsPerMinute, plan.Burst, plan.RequestsPerDay = 1_000_000, 10_000, 0
 	cfg.Limits.Plans["enterprise"] = plan

@@ -3,7 +3,6 @@ package edge_test
 import (
 	"encoding/json"
 	"log/slog"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -52,12 +51,7 @@ func TestNoLogLineNamesTheBearerToken(t *testing.T) {
 	}
 
 	// An edge whose backend is down logs the failure to forward.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := "http://" + ln.Addr().String()
-	_ = ln.Close()
+	dead := "http://" + testkit.DeadAddr(t)
 	cfg := testkit.EdgeConfig(t, dead, s.iss)
 	cfg.Log.Level = "debug"
 	down := testkit.StartEdgeWith(t, cfg, testkit.EdgeOptions{Logger: slog.New(slog.NewJSONHandler(s.edgeLog, &slog.HandlerOptions{Level: slog.LevelDebug}))})

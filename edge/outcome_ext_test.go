@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -156,9 +155,7 @@ func TestAbandonedCallIsCanceledAndUnavailableNamesTheDependency(t *testing.T) {
 	}
 
 	// A backend that is gone: unavailable, reason upstream.
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	gone := "http://" + ln.Addr().String()
-	_ = ln.Close()
+	gone := "http://" + testkit.DeadAddr(t)
 	e2 := testkit.StartEdge(t, testkit.EdgeConfig(t, gone, iss.URL()))
 	if res, _ := jsonCall(t, e2.URL, tok, listOrgs, "{}"); res.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("status %d, want 503", res.StatusCode)

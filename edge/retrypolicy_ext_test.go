@@ -1,7 +1,6 @@
 package edge_test
 
 import (
-	"net"
 	"strings"
 	"testing"
 
@@ -23,12 +22,7 @@ import (
 func TestAGRPCRetryPolicyRetriesTheEdgesUnavailable(t *testing.T) {
 	t.Parallel()
 	iss := testkit.SharedIssuer(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := "http://" + ln.Addr().String()
-	_ = ln.Close() // nothing listens there: the backend is down
+	dead := "http://" + testkit.DeadAddr(t) // the backend is down
 	e := testkit.StartEdge(t, testkit.EdgeConfig(t, dead, iss.URL()))
 
 	const policy = `{"methodConfig": [{"name": [{"service": "svc.v1.OrganizationService"}],

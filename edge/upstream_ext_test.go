@@ -247,12 +247,7 @@ func TestUpstreamRefusedConnectionGoesToAnotherBackend(t *testing.T) {
 	t.Parallel()
 	iss := testkit.SharedIssuer(t)
 	live := startCountingBackend(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	deadAddr := ln.Addr().String()
-	_ = ln.Close() // nothing listens there now
+	deadAddr := testkit.DeadAddr(t)
 	cfg := testkit.EdgeConfig(t, live.url, iss.URL())
 	cfg.Upstream.URLs = []string{"http://" + deadAddr, live.url}
 	e := testkit.StartEdge(t, cfg)

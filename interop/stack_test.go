@@ -2,7 +2,6 @@ package interop_test
 
 import (
 	"context"
-	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -59,12 +58,7 @@ func startStack(t *testing.T, o stackOptions) *stack {
 	s := &stack{issuer: iss.URL(), descriptors: writeDescriptors(t)}
 	s.edge = testkit.StartEdge(t, edgeConfig(t, be.URL, iss.URL(), o.origin))
 	if o.dead {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		down := "http://" + ln.Addr().String()
-		_ = ln.Close() // nothing listens there: the backend is down
+		down := "http://" + testkit.DeadAddr(t) // the backend is down
 		s.dead = testkit.StartEdge(t, edgeConfig(t, down, iss.URL(), ""))
 	}
 	return s

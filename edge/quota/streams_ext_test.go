@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/orgedge/edge/edge/quota"
 	"github.com/orgedge/edge/internal/testenv"
+	"github.com/orgedge/edge/internal/testkit"
 )
 
 func acquire(t *testing.T, s *quota.Streams, subject string, max int) *quota.Lease {
@@ -128,13 +128,7 @@ func TestUnlimitedStreamsAreCountedButNeverRefused(t *testing.T) {
 // unreachable returns a client of an address where nothing listens.
 func unreachable(t *testing.T) redis.UniversalClient {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	rdb := redis.NewClient(&redis.Options{Addr: testkit.DeadAddr(t)})
 	t.Cleanup(func() { _ = rdb.Close() })
 	return rdb
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/orgedge/edge/edge/ratelimit"
 	"github.com/orgedge/edge/internal/testenv"
+	"github.com/orgedge/edge/internal/testkit"
 )
 
 // TestRefusalCacheHoldsItsBound: five subjects refused by Redis, a cache of
@@ -31,7 +32,7 @@ func TestRefusalCacheHoldsItsBound(t *testing.T) {
 // decided locally with room for three: three limiters and daily counts
 // kept, two of each evicted.
 func TestLocalLimitersHoldTheirBound(t *testing.T) {
-	rdb, _ := countedClient(t, closedAddr(t))
+	rdb, _ := countedClient(t, testkit.DeadAddr(t))
 	l := ratelimit.New(rdb, ratelimit.Options{LocalEntries: 3, FailureThreshold: 1, Logger: (&logBuffer{}).Logger()})
 	for i := range 5 {
 		req := ratelimit.Request{Subject: testenv.Unique(fmt.Sprint("local-", i)), Limits: []ratelimit.Limit{freePlan}, Daily: freeDaily}

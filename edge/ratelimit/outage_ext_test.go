@@ -15,21 +15,10 @@ import (
 	"github.com/orgedge/edge/config"
 	"github.com/orgedge/edge/edge/ratelimit"
 	"github.com/orgedge/edge/internal/testenv"
+	"github.com/orgedge/edge/internal/testkit"
 )
 
 var noon = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
-
-// closedAddr is an address where nothing listens.
-func closedAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
-	return addr
-}
 
 // countedClient is a client of addr whose commands are counted.
 func countedClient(t *testing.T, addr string, tune ...func(*redis.Options)) (*redis.Client, *counter) {
@@ -67,7 +56,7 @@ func TestFailOpenAdmitsThisReplicasShareOfEachLimit(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			rdb, sent := countedClient(t, closedAddr(t))
+			rdb, sent := countedClient(t, testkit.DeadAddr(t))
 			edge := newClock(noon)
 			l := ratelimit.New(rdb, ratelimit.Options{Now: edge.Now, LocalShare: c.share, FailureThreshold: 3, Logger: (&logBuffer{}).Logger()})
 			req := ratelimit.Request{Subject: testenv.Unique("open"), Limits: c.limits, Daily: c.daily}
@@ -98,7 +87,7 @@ func TestFailOpenAdmitsThisReplicasShareOfEachLimit(t *testing.T) {
 }
 
 func TestFailClosedReturnsUnavailableWithoutWaitingOnRedis(t *testing.T) {
-	rdb, sent := countedClient(t, closedAddr(t))
+	rdb, sent := countedClient(t, testkit.DeadAddr(t))
 	l := ratelimit.New(rdb, ratelimit.Options{OnRedisFailure: config.FailClosed, FailureThreshold: 2, Logger: (&logBuffer{}).Logger()})
 	req := ratelimit.Request{Subject: testenv.Unique("closed"), Limits: []ratelimit.Limit{freePlan}, Daily: freeDaily}
 	for i := range 10 {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/orgedge/edge/edge/ratelimit"
 	"github.com/orgedge/edge/internal/testenv"
+	"github.com/orgedge/edge/internal/testkit"
 )
 
 // interval is a limit's emission interval: the time one request takes to
@@ -238,7 +239,7 @@ func TestFailOpenShareFollowsAChangeWithWhatTheSubjectSpent(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			rdb, _ := countedClient(t, closedAddr(t))
+			rdb, _ := countedClient(t, testkit.DeadAddr(t))
 			edge := newClock(noon)
 			l := ratelimit.New(rdb, ratelimit.Options{Now: edge.Now, LocalShare: 0.5, Logger: (&logBuffer{}).Logger()})
 			subject := testenv.Unique("open-change")
