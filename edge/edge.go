@@ -71,6 +71,9 @@ type Server struct {
 	usage   http.Handler
 	bodies  reqbody.Options
 	tracing observe.Tracing
+	// pseudonym names this edge in the Via of what it sends the backend:
+	// a call that comes back naming it is refused (proxy.CameBack).
+	pseudonym string
 	// inFlight counts the unary calls being served, against
 	// listen.max_calls_in_flight.
 	inFlight atomic.Int64
@@ -99,7 +102,8 @@ func New(o Options) (*Server, error) {
 		idem:    o.Idempotency,
 		bodies: reqbody.Options{MaxBytes: int64(o.Config.Requests.MaxBodyBytes),
 			Timeout: o.Config.Requests.BodyTimeout, MessageTimeout: o.Config.Requests.StreamMessageTimeout},
-		tracing: observe.NewTracing(o.TracerProvider),
+		tracing:   observe.NewTracing(o.TracerProvider),
+		pseudonym: proxy.NewPseudonym(),
 	}
 	if s.log == nil {
 		s.log = slog.Default()
@@ -118,7 +122,8 @@ func New(o Options) (*Server, error) {
 			c := call.Of(r).Call
 			return c.Protocol == classify.GRPC || c.Streaming
 		},
-		ReadOnly: func(r *http.Request) bool { return call.Of(r).ReadOnly },
+		ReadOnly:  func(r *http.Request) bool { return call.Of(r).ReadOnly },
+		Pseudonym: s.pseudonym,
 	})
 	s.forward = forward.New(forward.Options{
 		Upstream:           ups[0],
@@ -126,6 +131,7 @@ func New(o Options) (*Server, error) {
 		Limits:             o.Limits,
 		Logger:             s.log,
 		StreamWriteTimeout: o.Config.Requests.StreamWriteTimeout,
+		Pseudonym:          s.pseudonym,
 	})
 	return s, nil
 }
@@ -281,11 +287,20 @@ func (s *Server) end(b *begun, e *ending) {
 	}
 }
 
-// refusedUnread answers the calls refused before their body is read: not
-// classified, or larger than the body bound says.
+// refusedUnread answers the calls refused before their body is read: one
+// this edge forwarded already (a loop), not classified, or larger than the
+// body bound says.
 //
 //go:noinline
 func (s *Server) refusedUnread(w *call.Recorder, r *http.Request, problem classify.Problem) bool {
+	if proxy.CameBack(r.Header, s.pseudonym) {
+		reqbody.Unwanted(w, r)
+		s.log.ErrorContext(r.Context(), "forwarding loop: a call this edge forwarded came back to it; upstream.url (or upstream.urls) leads back to the edge",
+			"procedure", call.Clip(r.URL.Path))
+		call.Refuse(w, r, apierror.New(connect.CodeInternal, "FORWARDING_LOOP",
+			"the edge received a call it had forwarded itself: its upstream leads back to it"))
+		return true
+	}
 	if problem != 0 || r.ContentLength > s.bodies.MaxBytes {
 		// Refused before its body is bounded: nothing may wait for the body.
 		reqbody.Unwanted(w, r)

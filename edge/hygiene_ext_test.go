@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -79,6 +80,7 @@ func TestHostileAndHopByHopHeadersDoNotReachTheBackend(t *testing.T) {
 		r.Header.Set("X-Forwarded-For", "6.6.6.6")
 		r.Header.Set("X-Forwarded-Proto", "https")
 		r.Header.Set("Idempotent-Replayed", "true")
+		r.Header.Set("Via", "1.1 corp-proxy")
 		if requestID != "" {
 			r.Header.Set("X-Request-Id", requestID)
 		}
@@ -102,6 +104,10 @@ func TestHostileAndHopByHopHeadersDoNotReachTheBackend(t *testing.T) {
 	}
 	if got := h.Get("X-Forwarded-Proto"); got != "http" {
 		t.Errorf("X-Forwarded-Proto %q, want http", got)
+	}
+	// Via: the client's proxies, then the edge (by a pseudonym of its own).
+	if got := h.Values("Via"); len(got) != 2 || got[0] != "1.1 corp-proxy" || !regexp.MustCompile(`^1\.1 orgedge-[0-9a-f]{12}$`).MatchString(got[1]) {
+		t.Errorf("Via %q, want the client's entry, then 1.1 orgedge-<12 hex digits>", got)
 	}
 	generated := res.Header.Get("X-Request-Id")
 	if len(generated) != 32 || h.Get("X-Request-Id") != generated {

@@ -39,6 +39,9 @@ type Options struct {
 	// StreamWriteTimeout bounds each write of a stream to its client
 	// (requests.stream_write_timeout).
 	StreamWriteTimeout time.Duration
+	// Pseudonym names this edge in each forwarded call's Via header
+	// (proxy.NewPseudonym).
+	Pseudonym string
 }
 
 // Step forwards admitted calls.
@@ -58,6 +61,7 @@ func New(o Options) *Step {
 		Stream:         func(r *http.Request) bool { return call.Of(r).Call.Streaming },
 		ModifyResponse: s.modifyResponse,
 		ErrorHandler:   s.upstreamError,
+		Pseudonym:      o.Pseudonym,
 	})
 	return s
 }

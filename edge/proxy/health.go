@@ -116,7 +116,11 @@ func (p *Pool) probe(ctx context.Context, e *endpoint) error {
 	hc := &http.Client{Transport: e.transport(p, time.Now()).h2}
 	client := connect.NewClient[healthpb.HealthCheckRequest, healthpb.HealthCheckResponse](hc,
 		"http://"+e.addr+healthProcedure, connect.WithGRPC())
-	res, err := client.CallUnary(ctx, connect.NewRequest(&healthpb.HealthCheckRequest{Service: p.opts.HealthCheck.Service}))
+	req := connect.NewRequest(&healthpb.HealthCheckRequest{Service: p.opts.HealthCheck.Service})
+	if p.opts.Pseudonym != "" {
+		req.Header().Set("Via", "2 "+p.opts.Pseudonym)
+	}
+	res, err := client.CallUnary(ctx, req)
 	if err != nil {
 		return err
 	}

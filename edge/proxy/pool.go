@@ -55,6 +55,10 @@ type PoolOptions struct {
 		LookupHost(ctx context.Context, host string) ([]string, error)
 	}
 	Logger *slog.Logger
+	// Pseudonym names this edge in the Via header of each health check
+	// (NewPseudonym; "": none), as the proxy does in each call: an edge
+	// that checks itself answers that the check came back.
+	Pseudonym string
 }
 
 // maxMemoryBody bounds the request bodies read before they are sent.

@@ -41,6 +41,9 @@ type Options struct {
 	// ModifyResponse and ErrorHandler are httputil.ReverseProxy's hooks.
 	ModifyResponse func(*http.Response) error
 	ErrorHandler   func(http.ResponseWriter, *http.Request, error)
+	// Pseudonym names this edge in the Via header of each forwarded call
+	// (NewPseudonym; "": none). See CameBack.
+	Pseudonym string
 }
 
 // internalHeaders are request headers that only the edge may set; a
@@ -59,6 +62,7 @@ type Proxy struct {
 	isStream       func(*http.Request) bool
 	modifyResponse func(*http.Response) error
 	errorHandler   func(http.ResponseWriter, *http.Request, error)
+	via            via
 }
 
 // New returns the reverse proxy.
@@ -75,7 +79,7 @@ func New(o Options) *Proxy {
 		errorHandler = func(w http.ResponseWriter, _ *http.Request, _ error) { w.WriteHeader(http.StatusBadGateway) }
 	}
 	return &Proxy{upstream: *o.Upstream, transport: o.Transport, isStream: isStream,
-		modifyResponse: o.ModifyResponse, errorHandler: errorHandler}
+		modifyResponse: o.ModifyResponse, errorHandler: errorHandler, via: newVia(o.Pseudonym)}
 }
 
 // ServeHTTP forwards one call, whatever its protocol: what
@@ -83,7 +87,8 @@ func New(o Options) *Proxy {
 // needs (a deep copy of the request, 1xx answers, upgrades). The outgoing
 // headers are the client's less the hop-by-hop ones, the edge's internal
 // ones and any Forwarded or X-Forwarded-*, which are set from what the edge
-// saw. An answer of unknown length (gRPC, streams) is flushed after each
+// saw, and Via names the edge after the client's entries (see CameBack).
+// An answer of unknown length (gRPC, streams) is flushed after each
 // write, so that each message reaches the client at once; its trailers
 // follow the body.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -118,6 +123,7 @@ func (p *Proxy) send(w http.ResponseWriter, r *http.Request) (*http.Response, in
 		out.Body = nil
 	}
 	out.Header = outgoingHeader(r)
+	p.via.add(out.Header, r)
 	forwardTimeout(r.Context(), out.Header)
 
 	res, err := p.transport.RoundTrip(out)

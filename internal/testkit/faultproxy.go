@@ -59,6 +59,14 @@ func (p *FaultProxy) Stall() {
 	p.notify()
 }
 
+// Retarget sends the connections made from now on to target (a loop: the
+// proxy in front of a server that forwards to the proxy).
+func (p *FaultProxy) Retarget(target string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.target = target
+}
+
 // Refuse closes the listener and every connection: new connections are
 // refused, as when the server is down, until Heal.
 func (p *FaultProxy) Refuse() {
@@ -141,7 +149,10 @@ func (p *FaultProxy) handle(client net.Conn) {
 		return
 	}
 	defer p.track(client, false)
-	server, err := net.DialTimeout("tcp", p.target, 5*time.Second)
+	p.mu.Lock()
+	target := p.target
+	p.mu.Unlock()
+	server, err := net.DialTimeout("tcp", target, 5*time.Second)
 	if err != nil {
 		return
 	}

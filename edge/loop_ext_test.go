@@ -1,0 +1,78 @@
+package edge_test
+
+import (
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	svcv1 "github.com/orgedge/edge/gen/svc/v1"
+	"github.com/orgedge/edge/internal/testkit"
+)
+
+// startLoopedEdge starts an edge whose upstream leads back to itself: its
+// upstream.url is a TCP proxy in front of it.
+func startLoopedEdge(t *testing.T, issuer string, healthInterval time.Duration) (*testkit.Edge, *logBuffer) {
+	t.Helper()
+	front := testkit.StartFaultProxy(t, testkit.DeadAddr(t))
+	cfg := testkit.EdgeConfig(t, "http://"+front.Addr, issuer)
+	cfg.Upstream.HealthCheck.Interval, cfg.Upstream.HealthCheck.Timeout = healthInterval, healthInterval
+	log := &logBuffer{}
+	e := testkit.StartEdgeWith(t, cfg, testkit.EdgeOptions{Logger: slog.New(slog.NewTextHandler(log, nil))})
+	front.Retarget(strings.TrimPrefix(e.URL, "http://"))
+	return e, log
+}
+
+// An edge whose upstream leads back to itself answers the call that comes
+// back with internal, reason FORWARDING_LOOP, which its first pass forwards
+// to the client, and logs the loop as an error: each call makes two passes.
+// Before, the edge forwarded a call to itself until the subject's rate
+// limit ended the loop, and the answer, grown by every pass's headers,
+// broke the client's header bound (grpc-js: RESOURCE_EXHAUSTED).
+func TestAnEdgeWhoseUpstreamLeadsBackToItselfRefusesTheLoop(t *testing.T) {
+	t.Parallel()
+	iss := testkit.SharedIssuer(t)
+	e, log := startLoopedEdge(t, iss.URL(), 0)
+	tok := testkit.Token(t, iss.URL(), "pro-loop")
+
+	protocols := []testkit.Protocol{testkit.HTTPJSON, testkit.ConnectProto, testkit.GRPC, testkit.GRPCWeb}
+	for _, p := range protocols {
+		_, err := testkit.NewClients(e.URL, p, tok).Org.ListOrganizations(ctxT(t), connect.NewRequest(&svcv1.ListOrganizationsRequest{}))
+		wantError(t, err, connect.CodeInternal, "FORWARDING_LOOP", "edge")
+	}
+	m := testkit.ScrapeUntil(t, e.AdminURL+"/metrics", "both passes of each call recorded", func(m testkit.Samples) bool {
+		return m.Sum("edge_requests_total", "method", "ListOrganizations") >= float64(2*len(protocols))
+	})
+	if got := m.Sum("edge_requests_total", "method", "ListOrganizations"); got != float64(2*len(protocols)) {
+		t.Errorf("edge_requests_total = %v, want %d: two passes of each call", got, 2*len(protocols))
+	}
+	if got := strings.Count(log.String(), "level=ERROR msg=\"forwarding loop"); got != len(protocols) {
+		t.Errorf("%d forwarding loop errors logged, want %d:\n%s", got, len(protocols), log)
+	}
+}
+
+// The edge's health checks of a backend that leads back to it fail, and
+// the log says why: the check came back.
+func TestAnEdgeWhoseUpstreamLeadsBackToItselfFailsItsHealthChecksSayingSo(t *testing.T) {
+	t.Parallel()
+	iss := testkit.SharedIssuer(t)
+	_, log := startLoopedEdge(t, iss.URL(), 50*time.Millisecond)
+	testkit.WaitFor(t, "the failed health checks logged", func() bool {
+		return strings.Contains(log.String(), "backend fails its health checks")
+	})
+	if line := lineWith(log.String(), "backend fails its health checks"); !strings.Contains(line, "forwarded itself") {
+		t.Errorf("the health check's failure does not name the loop: %s", line)
+	}
+}
+
+// lineWith is the first line of s that contains sub.
+func lineWith(s, sub string) string {
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			return l
+		}
+	}
+	return ""
+}
