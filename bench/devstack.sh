@@ -32,7 +32,8 @@ start_devstack() {
 # standalone NAME PORT BINARY LISTEN_YAML OIDC_YAML [ADMIN_YAML]: an edge on 127.0.0.1:PORT,
 # its admin listener on PORT+1000 (keep both below the ephemeral range,
 # 32768), extra lines under listen: and oidc:; its PID in pid_NAME. Its
-# backend is the development one (:8082) unless UPSTREAM names another.
+# backend is the development one (:8082) unless UPSTREAM names another, its
+# issuer the development one unless ISSUER names another.
 standalone() {
   cat > "$DIR/$1.yaml" <<YAML
 listen:
@@ -46,7 +47,7 @@ ${6:-}
 upstream:
   url: ${UPSTREAM:-http://127.0.0.1:8082}
 oidc:
-  issuer_url: http://127.0.0.1:8081/realms/dev
+  issuer_url: ${ISSUER:-http://127.0.0.1:8081/realms/dev}
   audience: api
 $5
 redis:

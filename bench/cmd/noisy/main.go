@@ -16,11 +16,13 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"flag"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -41,6 +43,7 @@ func main() {
 	edges := flag.String("edges", "edge=http://127.0.0.1:18080", "NAME=URL,... the edges to measure, in turn")
 	pids := flag.String("pids", "", "NAME=PID,... the edges' processes, for their CPU time")
 	issuer := flag.String("issuer", "http://127.0.0.1:8081/realms/dev", "the development issuer")
+	mint := flag.String("mint", "", "a bench/cmd/bulkissuer's URL (http://HOST:PORT): the others' tokens come from its /mint, not the token endpoint")
 	others := flag.Int("others", 50, "subjects besides the flooder (enterprise plan)")
 	prefix := flag.String("prefix", "enterprise-noisy", "the others' user names: PREFIX-RUN-i")
 	rate := flag.Float64("rate", 500, "the others' calls per second, in total")
@@ -50,7 +53,7 @@ func main() {
 	flag.StringVar(&procedure, "procedure", procedure, "the procedure every call asks for, with the body {}")
 	run := flag.String("run", strconv.FormatInt(time.Now().Unix()%1e6, 36), "a tag that makes this run's subjects unique")
 	flag.Parse()
-	if err := measure(*edges, *pids, *issuer, *prefix, *others, *rate, *conns, *phase, *rounds, *run); err != nil {
+	if err := measure(*edges, *pids, *issuer, *mint, *prefix, *others, *rate, *conns, *phase, *rounds, *run); err != nil {
 		fmt.Fprintln(os.Stderr, "noisy:", err)
 		os.Exit(1)
 	}
@@ -86,12 +89,12 @@ type phaseResult struct {
 	cpu           time.Duration // the edge process's
 }
 
-func measure(edges, pids, issuer, prefix string, nOthers int, rate float64, nConns int, phase time.Duration, rounds int, run string) error {
+func measure(edges, pids, issuer, mint, prefix string, nOthers int, rate float64, nConns int, phase time.Duration, rounds int, run string) error {
 	targets, err := parseTargets(edges, pids)
 	if err != nil {
 		return err
 	}
-	others, err := tokens(issuer, prefix, run, nOthers)
+	others, err := tokens(issuer, mint, prefix, run, nOthers)
 	if err != nil {
 		return err
 	}
@@ -300,11 +303,14 @@ func cpuTime(pid string) time.Duration {
 	return time.Duration(ut+st) * time.Second / 100 // USER_HZ
 }
 
-// token is an access token of the development issuer for user (password
-// grant).
-// tokens gets the n subjects' tokens, 8 at a time (the issuer signs each:
-// a hundred thousand take minutes).
-func tokens(issuer, prefix, run string, n int) ([]string, error) {
+// tokens gets the n subjects' tokens from the issuer's token endpoint, 8
+// at a time (the issuer signs three tokens for each: a hundred thousand
+// take minutes), or, when mint is a bulkissuer's URL, from its /mint in one
+// call.
+func tokens(issuer, mint, prefix, run string, n int) ([]string, error) {
+	if mint != "" {
+		return minted(mint, fmt.Sprintf("%s-%s", prefix, run), n)
+	}
 	out := make([]string, n)
 	var g errgroup.Group
 	g.SetLimit(8)
@@ -317,6 +323,35 @@ func tokens(issuer, prefix, run string, n int) ([]string, error) {
 	return out, g.Wait()
 }
 
+// minted gets n tokens from a bulkissuer's /mint, for the users prefix-i.
+func minted(mint, prefix string, n int) ([]string, error) {
+	q := url.Values{"prefix": {prefix}, "n": {strconv.Itoa(n)}}
+	res, err := http.Get(mint + "/mint?" + q.Encode())
+	if err != nil {
+		return nil, err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(res.Body, 1<<10))
+		return nil, fmt.Errorf("mint: %s: %s", res.Status, b)
+	}
+	out := make([]string, 0, n)
+	sc := bufio.NewScanner(res.Body)
+	sc.Buffer(make([]byte, 64<<10), 64<<10)
+	for sc.Scan() {
+		out = append(out, sc.Text())
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("mint: %w", err)
+	}
+	if len(out) != n {
+		return nil, fmt.Errorf("mint: %d tokens, want %d (see the bulkissuer's log)", len(out), n)
+	}
+	return out, nil
+}
+
+// token is an access token of the development issuer for user (password
+// grant).
 func token(issuer, user string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
