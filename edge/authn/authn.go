@@ -20,7 +20,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hashicorp/golang-lru/v2/expirable"
+	lru "github.com/hashicorp/golang-lru/v2"
 
 	"github.com/orgedge/edge/identity"
 )
@@ -30,24 +30,21 @@ type Verifier interface {
 	Verify(ctx context.Context, raw string) (identity.Principal, error)
 }
 
-// maxCacheTTL bounds how long an entry lives in the cache whatever its
-// token says; tokens are short-lived (minutes), so this only reclaims memory.
-const maxCacheTTL = 15 * time.Minute
-
-// refusedTTL is how long a refused token is remembered. The refusals
-// remembered are final (a bad signature, another audience, expiry), so this
-// only reclaims memory.
-const refusedTTL = 10 * time.Minute
-
 // Authenticator verifies bearer tokens, with a cache.
 type Authenticator struct {
-	v     Verifier
-	cache *expirable.LRU[[sha256.Size]byte, *identity.Principal]
+	v Verifier
+	// cache and refused are plain LRUs, bounded by their entries alone: a
+	// cached token is checked against its expiry when found, and the
+	// refusals kept are final (a bad signature, another audience, expiry).
+	// (hashicorp's expirable LRU reclaimed expired entries by time, in
+	// buckets whose maps keep the room of the most entries they ever held:
+	// at 2,000 new tokens a second they grew far past the bound.)
+	cache *lru.Cache[[sha256.Size]byte, *identity.Principal]
 	skew  time.Duration
 	now   func() time.Time
 
-	refused  *expirable.LRU[[sha256.Size]byte, *identity.Error] // nil: off
-	failures *failureLimiter                                    // nil: off
+	refused  *lru.Cache[[sha256.Size]byte, *identity.Error] // nil: off
+	failures *failureLimiter                                // nil: off
 	address  ClientAddress
 
 	hits, verifications, refusedHits, limited atomic.Uint64
@@ -66,9 +63,9 @@ type Options struct {
 	// ClockSkew is the tolerance on a cached token's expiry, the same the
 	// verifier applies (default none).
 	ClockSkew time.Duration
-	// RefusedCache is how many refused tokens are remembered (for 10
-	// minutes), so that a refused token sent again is refused without
-	// verification (default none). Only final refusals are remembered: not
+	// RefusedCache is how many refused tokens are remembered, so that a
+	// refused token sent again is refused without verification (default
+	// none). Only final refusals are remembered: not
 	// a token whose key is not known yet, nor one refused because the
 	// issuer was unreachable.
 	RefusedCache int
@@ -92,16 +89,17 @@ func New(v Verifier, o Options) *Authenticator {
 	if size <= 0 {
 		size = DefaultCacheSize
 	}
+	cache, _ := lru.New[[sha256.Size]byte, *identity.Principal](size) // size > 0: no error
 	a := &Authenticator{
 		v:       v,
-		cache:   expirable.NewLRU[[sha256.Size]byte, *identity.Principal](size, nil, maxCacheTTL),
+		cache:   cache,
 		skew:    o.ClockSkew,
 		now:     time.Now,
 		address: o.ClientAddress,
 		size:    size,
 	}
 	if o.RefusedCache > 0 {
-		a.refused = expirable.NewLRU[[sha256.Size]byte, *identity.Error](o.RefusedCache, nil, refusedTTL)
+		a.refused, _ = lru.New[[sha256.Size]byte, *identity.Error](o.RefusedCache)
 		a.refusedSize = o.RefusedCache
 	}
 	if fl := o.FailureLimit; fl.PerMinute > 0 && fl.Burst > 0 {
