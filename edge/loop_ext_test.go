@@ -53,18 +53,19 @@ func TestAnEdgeWhoseUpstreamLeadsBackToItselfRefusesTheLoop(t *testing.T) {
 	}
 }
 
-// The edge's health checks of a backend that leads back to it fail, and
-// the log says why: the check came back.
-func TestAnEdgeWhoseUpstreamLeadsBackToItselfFailsItsHealthChecksSayingSo(t *testing.T) {
+// The edge's health checks of a backend that leads back to it come back to
+// it too, and are refused as a loop, which the log says. (Whether the
+// failed checks are logged with that reason depends on when the backend
+// was first marked down: before the proxy in front pointed back at the
+// edge, its checks failed for want of a backend.)
+func TestAnEdgeWhoseUpstreamLeadsBackToItselfRefusesItsOwnHealthChecks(t *testing.T) {
 	t.Parallel()
 	iss := testkit.SharedIssuer(t)
 	_, log := startLoopedEdge(t, iss.URL(), 50*time.Millisecond)
-	testkit.WaitFor(t, "the failed health checks logged", func() bool {
-		return strings.Contains(log.String(), "backend fails its health checks")
+	testkit.WaitFor(t, "a health check refused as a loop, logged", func() bool {
+		l := lineWith(log.String(), "procedure=/grpc.health.v1.Health/Check")
+		return strings.Contains(l, "level=ERROR") && strings.Contains(l, "forwarding loop")
 	})
-	if line := lineWith(log.String(), "backend fails its health checks"); !strings.Contains(line, "forwarded itself") {
-		t.Errorf("the health check's failure does not name the loop: %s", line)
-	}
 }
 
 // lineWith is the first line of s that contains sub.
