@@ -62,7 +62,7 @@ func (l *Limiter) Reset(ctx context.Context, subject string, names []string) err
 		fields = append(fields, "t:"+name)
 	}
 	_, err := l.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.Del(ctx, append([]string{k.day}, k.script[3:]...)...) // the older layout's day and TATs
+		p.Del(ctx, append([]string{k.day}, k.script[scriptSubjectKeys:]...)...) // the older layout's day and TATs
 		p.HDel(ctx, k.hash, fields...)
 		return nil
 	})

@@ -346,6 +346,10 @@ func (r *Request) validate() error {
 	return nil
 }
 
+// scriptSubjectKeys is how many of the script's KEYS come before the
+// limits' (keys.script): the hash, the older layout's day and month.
+const scriptSubjectKeys = 3
+
 // keys are a request's Redis keys and the identities under which the
 // in-process tables remember its limits.
 type keys struct {
@@ -399,7 +403,7 @@ func keysFor(keyPrefix string, req Request, now time.Time) keys {
 		ids:      make([]limitID, 0, len(req.Limits)),
 	}
 	// One slice, made here: each call to Redis passes it as it is.
-	k.script = append(make([]string, 0, 3+len(req.Limits)), k.hash, k.day, k.month)
+	k.script = append(make([]string, 0, scriptSubjectKeys+len(req.Limits)), k.hash, k.day, k.month)
 	for _, lim := range req.Limits {
 		key := prefix + lim.Name
 		k.script = append(k.script, key)
