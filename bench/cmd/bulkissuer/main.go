@@ -25,6 +25,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/orgedge/edge/devissuer"
 )
 
@@ -64,34 +66,29 @@ func mint(iss *devissuer.Issuer, w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain")
 	out := bufio.NewWriterSize(w, 1<<20)
 	var (
-		mu     sync.Mutex
-		next   atomic.Int64
-		failed atomic.Value
-		wg     sync.WaitGroup
+		mu   sync.Mutex
+		next atomic.Int64
 	)
+	g, ctx := errgroup.WithContext(r.Context())
 	for range runtime.GOMAXPROCS(0) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(n) || r.Context().Err() != nil || failed.Load() != nil {
-					return
+		g.Go(func() error {
+			for i := next.Add(1) - 1; i < int64(n); i = next.Add(1) - 1 {
+				if err := ctx.Err(); err != nil {
+					return err
 				}
 				tok, err := iss.TokenFor(prefix + "-" + strconv.FormatInt(i, 10))
 				if err != nil {
-					failed.Store(err)
-					return
+					return err
 				}
 				mu.Lock()
 				_, _ = out.WriteString(tok)
 				_ = out.WriteByte('\n')
 				mu.Unlock()
 			}
-		}()
+			return nil
+		})
 	}
-	wg.Wait()
-	if err, _ := failed.Load().(error); err != nil {
+	if err := g.Wait(); err != nil {
 		// The status is out already: cut the answer short, so that the
 		// caller sees fewer lines than it asked for.
 		log.Printf("bulkissuer: mint: %v", err)
