@@ -32,7 +32,7 @@ func BenchmarkProxyHop(b *testing.B) {
 	go func() { _ = srv.Serve(ln) }()
 	defer srv.Close()
 	u, _ := url.Parse("http://" + ln.Addr().String())
-	p := proxy.New(proxy.Options{Upstream: u})
+	p := proxy.New(proxy.Options{Upstream: u, Pseudonym: proxy.NewPseudonym()}) // as the edge: Via on every call
 	for _, c := range []struct{ name, contentType string }{
 		{"http1", "application/json"},
 		{"h2c", "application/grpc"},

@@ -39,14 +39,16 @@ func CameBack(h http.Header, pseudonym string) bool {
 	return false
 }
 
-// via is a proxy's Via entries by the protocol it received a call in.
-type via struct{ h1, h2 string }
+// via is a proxy's Via entry by the protocol it received a call in, each
+// as a header value of its own: a call without Via (most) gets it as it is,
+// without an allocation; nothing changes a forwarded call's header values.
+type via struct{ h1, h2 []string }
 
 func newVia(pseudonym string) via {
 	if pseudonym == "" {
 		return via{}
 	}
-	return via{h1: "1.1 " + pseudonym, h2: "2 " + pseudonym}
+	return via{h1: []string{"1.1 " + pseudonym}, h2: []string{"2 " + pseudonym}}
 }
 
 // add appends the entry for r's protocol to h's Via, which holds the
@@ -56,9 +58,12 @@ func (v via) add(h http.Header, r *http.Request) {
 	if r.ProtoMajor == 2 {
 		e = v.h2
 	}
-	if e == "" {
+	if e == nil {
 		return
 	}
-	vs := h["Via"]
-	h["Via"] = append(vs[:len(vs):len(vs)], e)
+	if vs := h["Via"]; len(vs) > 0 {
+		h["Via"] = append(vs[:len(vs):len(vs)], e[0])
+		return
+	}
+	h["Via"] = e
 }
