@@ -3,7 +3,7 @@
 # "Noisy neighbour"; issue 22, goal 1). One command, run as root from the
 # repository's root:
 #
-#   bench/noisy.sh [ROUNDS]      (default 3; PHASE=10s DIR=/tmp/bench-noisy BASE= BARE= EARLY=)
+#   bench/noisy.sh [ROUNDS]      (default 3; PHASE=10s DIR=/tmp/bench-noisy BASE= BARE= RAW= EARLY=)
 #
 # In a network namespace of its own (the development ports must be free), it
 # starts a redis-server, the development stack on it (edge -dev: the issuer
@@ -16,7 +16,9 @@
 # harness's trivial net/http server (../shared/bench/peer/cmd/backend), which
 # answers these calls 404 at once: what any net/http server spends per
 # request on this machine, the floor under a refusal's cost (its "errors" are
-# those 404s). Then bench/cmd/noisy alternates, per round and
+# those 404s). With RAW=1, a target "raw": bench/cmd/rawfloor, which answers
+# every call with a fixed 429 without parsing it, one read and one write
+# system call per call: the floor under any Go server, HTTP or not. Then bench/cmd/noisy alternates, per round and
 # edge, 10 s of the others alone and 10 s with the flooder, and reads each
 # edge's CPU from /proc. Output: $DIR/noisy.txt.
 set -euo pipefail
@@ -31,6 +33,7 @@ if [ -z "${BENCH_NS:-}" ]; then
   (cd "$root" && go build -o "$DIR/bin/edge" ./cmd/edge && go build -o "$DIR/bin/noisy" ./bench/cmd/noisy)
   if [ -n "$BASE" ]; then (cd "$BASE" && go build -o "$DIR/bin/edge-base" ./cmd/edge); fi
   if [ -n "${BARE:-}" ]; then (cd "$HARNESS" && go build -o "$DIR/bin/backend" ./cmd/backend); fi
+  if [ -n "${RAW:-}" ]; then (cd "$root" && go build -o "$DIR/bin/rawfloor" ./bench/cmd/rawfloor); fi
   in_netns noisy "$ROUNDS"
 fi
 
@@ -55,6 +58,13 @@ if [ -n "${BARE:-}" ]; then
   start_trivial_backend
   edges="$edges,bare=http://127.0.0.1:18082"
   procs="$procs,bare=$pid_backend"
+fi
+if [ -n "${RAW:-}" ]; then
+  "$DIR/bin/rawfloor" -addr 127.0.0.1:18083 > "$DIR/rawfloor.log" 2>&1 &
+  pids+=($!)
+  edges="$edges,raw=http://127.0.0.1:18083"
+  procs="$procs,raw=$!"
+  until curl -s -o /dev/null http://127.0.0.1:18083/; do sleep 0.1; done
 fi
 {
   echo "machine: nproc $(nproc), kernel $(uname -r), $(date -u +%FT%TZ), uptime: $(uptime)"
