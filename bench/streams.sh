@@ -5,7 +5,7 @@
 #
 #   bench/streams.sh [RUNS]   (default 3; N=10000 SUBJECTS=100 HOLD=60s
 #                              CHURN_RATE=1000 CHURN_FOR=20s WATCH_POLL=30s
-#                              DIR=/tmp/bench-streams)
+#                              DIR=/tmp/bench-streams BARE= BARE_BUFFER=)
 #
 # Each run starts, in a network namespace of its own (so that the development
 # ports 8080, 8081, 8082, 9090 are free), a fresh redis-server on 6399, the
@@ -18,7 +18,10 @@
 # subjects for HOLD (memory per stream, renewals counted, Redis commands and
 # CPU), then CHURN_RATE streams opened and closed a second for CHURN_FOR on
 # 100 other subjects. Results go to $DIR/run-<i>.txt, with `uptime` before
-# and after.
+# and after. With BARE=1, each run first opens the N streams through a bare
+# httputil.ReverseProxy (loadtest/bareproxy, h2c both legs, in front of the
+# same backend) and measures it the same way: the floor a Go proxy puts under
+# the edge's memory per stream.
 set -euo pipefail
 RUNS=${1:-3}
 export N=${N:-10000} SUBJECTS=${SUBJECTS:-100} HOLD=${HOLD:-60s} CHURN_RATE=${CHURN_RATE:-1000} CHURN_FOR=${CHURN_FOR:-20s} WATCH_POLL=${WATCH_POLL:-30s}
@@ -28,7 +31,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 source "$root/bench/devstack.sh"
 if [ -z "${BENCH_NS:-}" ]; then
   mkdir -p "$DIR/bin"
-  (cd "$root" && go build -o "$DIR/bin/edge" ./cmd/edge && go build -o "$DIR/bin/orgsvc" ./cmd/orgsvc && go build -o "$DIR/bin/streams" ./bench/cmd/streams)
+  (cd "$root" && go build -o "$DIR/bin/edge" ./cmd/edge && go build -o "$DIR/bin/orgsvc" ./cmd/orgsvc && go build -o "$DIR/bin/streams" ./bench/cmd/streams \
+    && go build -o "$DIR/bin/bareproxy" ./loadtest/bareproxy)
   in_netns streams "$RUNS"
 fi
 
@@ -57,14 +61,23 @@ for i in $(seq 1 "$RUNS"); do
   edge=$!
   pids+=("$edge")
   until curl -sf -o /dev/null http://127.0.0.1:19190/readyz; do sleep 0.2; done
+  bare=() barepid=
+  if [ -n "${BARE:-}" ]; then
+    "$DIR/bin/bareproxy" -listen 127.0.0.1:18290 -upstream http://127.0.0.1:8083 -pprof 127.0.0.1:19290 \
+      -buffer-size "${BARE_BUFFER:-0}" > "$DIR/bareproxy-$i.log" 2>&1 &
+    barepid=$!
+    pids+=("$barepid")
+    until curl -s -o /dev/null http://127.0.0.1:19290/debug/pprof/; do sleep 0.2; done
+    bare=(-bare http://127.0.0.1:18290 -bare-pprof http://127.0.0.1:19290)
+  fi
   {
     echo "== run $i: N=$N SUBJECTS=$SUBJECTS HOLD=$HOLD CHURN_RATE=$CHURN_RATE CHURN_FOR=$CHURN_FOR WATCH_POLL=$WATCH_POLL"
     echo "uptime before: $(uptime)"
     "$DIR/bin/streams" -n "$N" -subjects "$SUBJECTS" -hold "$HOLD" -churn-rate "$CHURN_RATE" -churn-for "$CHURN_FOR" -run "r$i-$$" \
-      -heap-profile "$DIR/heap-$i.pprof"
+      -heap-profile "$DIR/heap-$i.pprof" "${bare[@]}"
     echo "edge RSS at the end: $(ps -o rss= -p "$edge") KiB; CPU (utime+stime) of the edge $(cpu_seconds "$edge"), the backend $(cpu_seconds "$backend"); uptime after: $(uptime)"
   } | tee "$DIR/run-$i.txt"
-  kill "$edge" "$backend" "$dev" "$redis"
-  wait "$edge" "$backend" "$dev" "$redis" || true
+  kill "$edge" "$backend" "$dev" "$redis" $barepid
+  wait "$edge" "$backend" "$dev" "$redis" $barepid || true
   pids=()
 done

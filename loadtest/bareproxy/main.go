@@ -7,6 +7,10 @@
 //
 //	go run ./loadtest/bareproxy -listen 127.0.0.1:18090 -upstream http://127.0.0.1:8082
 //
+// -buffer-size copies answers through pooled buffers of that size instead
+// of httputil.ReverseProxy's 32 KiB buffer per call (bench/streams.sh: a
+// bare proxy's memory per open stream with the edge's 2 KiB stream buffer).
+//
 // -pprof serves net/http/pprof on a separate address, to profile the
 // baseline under the same load as the edge.
 package main
@@ -23,6 +27,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -33,6 +38,7 @@ func main() {
 	h1 := flag.Bool("upstream-http1", false, "speak HTTP/1.1 to the backend instead of h2c")
 	pprofAddr := flag.String("pprof", "", "serve net/http/pprof on this `host:port` (off when empty)")
 	noGzip := flag.Bool("disable-compression", false, "set http.Transport.DisableCompression (the edge leaves it false, so Go's transport asks the backend for gzip and unzips every answer)")
+	bufSize := flag.Int("buffer-size", 0, "copy answers through pooled buffers of this many `bytes` (httputil.ReverseProxy.BufferPool); 0: its own 32 KiB buffer per call, made per call")
 	flush := flag.Duration("flush-interval", -1, "httputil.ReverseProxy.FlushInterval: -1 (the edge's) flushes every write, 0 only at the end of an answer with a length")
 	flag.Parse()
 
@@ -68,6 +74,9 @@ func main() {
 		FlushInterval: *flush, // -1 by default, as the edge: every message at once
 		ErrorLog:      log.New(os.Stderr, "bareproxy: ", 0),
 	}
+	if *bufSize > 0 {
+		proxy.BufferPool = newBufferPool(*bufSize)
+	}
 
 	var in http.Protocols
 	in.SetHTTP1(true)
@@ -92,3 +101,16 @@ func main() {
 		log.Fatalf("bareproxy: %v", err)
 	}
 }
+
+// bufferPool is an httputil.BufferPool of buffers of one size.
+type bufferPool struct{ p sync.Pool }
+
+func newBufferPool(size int) *bufferPool {
+	return &bufferPool{p: sync.Pool{New: func() any { b := make([]byte, size); return &b }}}
+}
+
+func (b *bufferPool) Get() []byte { return *b.p.Get().(*[]byte) }
+
+// Put takes the buffer back; the pointer it is stored as is allocated here,
+// as the interface leaves no room to keep it.
+func (b *bufferPool) Put(buf []byte) { b.p.Put(&buf) }

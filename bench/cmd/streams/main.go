@@ -48,6 +48,8 @@ func main() {
 	flag.DurationVar(&b.churnLife, "churn-life", 500*time.Millisecond, "how long a churned stream stays open after its first message")
 	flag.IntVar(&b.churnSubjects, "churn-subjects", 100, "subjects of the churned streams")
 	flag.StringVar(&b.profile, "heap-profile", "", "with streams open, save the edge's heap profile here")
+	flag.StringVar(&b.bare, "bare", "", "also open -n streams through this bare proxy (loadtest/bareproxy) first, and measure it as the edge: the floor under the edge's cost")
+	flag.StringVar(&b.barePprof, "bare-pprof", "", "the bare proxy's -pprof listener")
 	flag.StringVar(&b.run, "run", strconv.FormatInt(time.Now().Unix(), 36), "distinguishes this run's subjects")
 	flag.Parse()
 	if err := b.main(); err != nil {
@@ -58,7 +60,7 @@ func main() {
 
 type bench struct {
 	edge, admin, issuer, redisAddr, run string
-	profile                             string
+	profile, bare, barePprof            string
 	n, subjects, churnRate              int
 	churnSubjects                       int
 	hold, churnFor, churnLife           time.Duration
@@ -94,6 +96,11 @@ func (b *bench) main() error {
 		return err
 	}
 
+	if b.bare != "" {
+		if err := b.measureBare(ctx, held); err != nil {
+			return err
+		}
+	}
 	before, err := b.snapshot(ctx)
 	if err != nil {
 		return err
@@ -111,7 +118,7 @@ func (b *bench) main() error {
 		go func() {
 			defer wg.Done()
 			s := held[i%len(held)]
-			st, err := b.open(holdCtx, s)
+			st, err := openOn(holdCtx, b.env, s)
 			<-sem
 			if err != nil {
 				failed.Add(1)
@@ -176,6 +183,96 @@ func (b *bench) main() error {
 	return nil
 }
 
+// measureBare opens b.n streams through the bare proxy, measures its heap,
+// stacks and goroutines per open stream as the edge's are measured (after a
+// forced GC), then closes them.
+func (b *bench) measureBare(ctx context.Context, subs []subject) error {
+	env := svcv1connect.NewEnvironmentServiceClient(b.hc, b.bare, connect.WithGRPC())
+	before, err := b.memStats()
+	if err != nil {
+		return err
+	}
+	holdCtx, closeAll := context.WithCancel(ctx)
+	defer closeAll()
+	var opened, failed atomic.Int64
+	var errs errorCounts
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 200)
+	for i := range b.n {
+		sem <- struct{}{}
+		wg.Go(func() {
+			st, err := openOn(holdCtx, env, subs[i%len(subs)])
+			<-sem
+			if err != nil {
+				failed.Add(1)
+				errs.add(err)
+				return
+			}
+			opened.Add(1)
+			for st.Receive() { // until closeAll
+			}
+			_ = st.Close()
+		})
+	}
+	for opened.Load()+failed.Load() < int64(b.n) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(2 * time.Second) // as the edge's: buffers settle
+	open, err := b.memStats()
+	if err != nil {
+		return err
+	}
+	n := float64(opened.Load())
+	heap, stacks := (open.heap-before.heap)/n, (open.stacks-before.stacks)/n
+	fmt.Printf("bare proxy per open stream: heap %.0f B, stacks %.0f B, heap+stacks %.0f B, goroutines %.2f (%d open, %d failed %v)\n",
+		heap, stacks, heap+stacks, (open.goroutines-before.goroutines)/n, opened.Load(), failed.Load(), errs.String())
+	closeAll()
+	wg.Wait()
+	return nil
+}
+
+type memStats struct{ heap, stacks, goroutines float64 }
+
+// memStats reads the bare proxy's heap and stacks in use (after a GC) and
+// its goroutines from net/http/pprof.
+func (b *bench) memStats() (memStats, error) {
+	var m memStats
+	res, err := http.Get(b.barePprof + "/debug/pprof/heap?gc=1&debug=1")
+	if err != nil {
+		return m, err
+	}
+	defer res.Body.Close()
+	sc := bufio.NewScanner(res.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "# HeapInuse = "); ok {
+			m.heap, _ = strconv.ParseFloat(v, 64)
+		}
+		if v, ok := strings.CutPrefix(sc.Text(), "# Stack = "); ok { // in use / from the system
+			inuse, _, _ := strings.Cut(v, " ")
+			m.stacks, _ = strconv.ParseFloat(inuse, 64)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return m, err
+	}
+	res, err = http.Get(b.barePprof + "/debug/pprof/goroutine?debug=1")
+	if err != nil {
+		return m, err
+	}
+	defer res.Body.Close()
+	first, err := bufio.NewReader(res.Body).ReadString('\n')
+	if err != nil {
+		return m, err
+	}
+	total, ok := strings.CutPrefix(strings.TrimSpace(first), "goroutine profile: total ")
+	if !ok || m.heap == 0 || m.stacks == 0 {
+		return m, fmt.Errorf("%s: not net/http/pprof's heap and goroutine profiles", b.barePprof)
+	}
+	m.goroutines, err = strconv.ParseFloat(total, 64)
+	return m, err
+}
+
 // setup makes count subjects, each with an organization, a project and an
 // environment to watch.
 func (b *bench) setup(ctx context.Context, kind string, count int) ([]subject, error) {
@@ -232,9 +329,9 @@ func request[T any](token string, msg *T) *connect.Request[T] {
 	return r
 }
 
-// open opens a stream and waits for its first message.
-func (b *bench) open(ctx context.Context, s subject) (*connect.ServerStreamForClient[svcv1.WatchEnvironmentResponse], error) {
-	st, err := b.env.WatchEnvironment(ctx, request(s.token, &svcv1.WatchEnvironmentRequest{EnvironmentId: s.env}))
+// openOn opens a stream on env and waits for its first message.
+func openOn(ctx context.Context, env svcv1connect.EnvironmentServiceClient, s subject) (*connect.ServerStreamForClient[svcv1.WatchEnvironmentResponse], error) {
+	st, err := env.WatchEnvironment(ctx, request(s.token, &svcv1.WatchEnvironmentRequest{EnvironmentId: s.env}))
 	if err != nil {
 		return nil, err
 	}
@@ -273,7 +370,7 @@ func (b *bench) churn(ctx context.Context, subs []subject, from snapshot) error 
 				t0 := time.Now()
 				sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 				defer cancel()
-				st, err := b.open(sctx, s)
+				st, err := openOn(sctx, b.env, s)
 				if err != nil {
 					errs.add(err)
 					return
