@@ -387,7 +387,7 @@ func (s *Server) callContext(b *begun, p *identity.Principal, rule *policy.Rule,
 	if c.Streaming && !p.Expiry.IsZero() {
 		st.Expires = p.Expiry.Add(s.cfg.OIDC.ClockSkew)
 	}
-	ctx := proxy.WithDeadline(call.With(r.Context(), st), deadline)
+	ctx := proxy.WithDeadline(call.With(r.Context(), st), c, deadline)
 	// A unary call ends at its deadline: the edge answers deadline_exceeded
 	// itself if the backend has not answered. A stream's backend gets a
 	// little grace to end it in the caller's protocol (its headers are

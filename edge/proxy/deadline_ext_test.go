@@ -35,7 +35,7 @@ func TestForwardedTimeoutDeductsTheTimeSpentInTheEdge(t *testing.T) {
 			r.Header.Set(c.header, c.client)
 			arrived := time.Now().Add(-150 * time.Millisecond) // the edge has spent 150 ms on the call
 			deadline := arrived.Add(proxy.Deadline(r, classify.Call{Protocol: c.protocol}, time.Minute))
-			ctx, cancel := context.WithDeadline(proxy.WithDeadline(r.Context(), deadline), deadline.Add(time.Second))
+			ctx, cancel := context.WithDeadline(proxy.WithDeadline(r.Context(), classify.Call{Protocol: c.protocol}, deadline), deadline.Add(time.Second))
 			defer cancel()
 			p.ServeHTTP(httptest.NewRecorder(), r.WithContext(ctx))
 			got := (<-seen).Get(c.header)

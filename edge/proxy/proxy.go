@@ -233,9 +233,13 @@ var dropped = func() map[string]bool {
 	return m
 }()
 
+// outgoingAdded is how many keys the forwarded header may have beyond the
+// call's own: X-Forwarded-For, -Host and -Proto, Via and the timeout.
+const outgoingAdded = 5
+
 // outgoingHeader is the header of r's forwarded call.
 func outgoingHeader(r *http.Request) http.Header {
-	h := make(http.Header, len(r.Header)+3)
+	h := make(http.Header, len(r.Header)+outgoingAdded)
 	for k, vs := range r.Header {
 		if !dropped[k] {
 			h[k] = vs
@@ -308,52 +312,66 @@ func (b *bufferPool) Put(x []byte) { b.pool.Put(&x) }
 
 // Deadline returns how long a call may run: the client's timeout
 // (grpc-timeout or connect-timeout-ms) capped at max, or max when the client
-// sets none or an invalid one. It rewrites the request's timeout header to
-// the result, so that the backend ends the call in the caller's protocol
-// when time runs out.
+// sets none or an invalid one. The call's own header is left as the client
+// sent it; the forwarded call carries what is left (see WithDeadline).
 func Deadline(r *http.Request, c classify.Call, max time.Duration) time.Duration {
 	d := max
-	switch c.Protocol {
-	case classify.GRPC, classify.GRPCWeb:
+	if grpcTimeout(c) {
 		if t, ok := parseGRPCTimeout(r.Header.Get("Grpc-Timeout")); ok && t < d {
 			d = t
 		}
-		r.Header.Set("Grpc-Timeout", strconv.FormatInt(max64(d.Milliseconds(), 1), 10)+"m")
-	default:
-		if v := r.Header.Get("Connect-Timeout-Ms"); v != "" && len(v) <= 10 {
-			if ms, err := strconv.ParseInt(v, 10, 64); err == nil && ms > 0 {
-				if t := time.Duration(ms) * time.Millisecond; t < d {
-					d = t
-				}
+		return d
+	}
+	if v := r.Header.Get("Connect-Timeout-Ms"); v != "" && len(v) <= 10 {
+		if ms, err := strconv.ParseInt(v, 10, 64); err == nil && ms > 0 {
+			if t := time.Duration(ms) * time.Millisecond; t < d {
+				d = t
 			}
 		}
-		r.Header.Set("Connect-Timeout-Ms", strconv.FormatInt(max64(d.Milliseconds(), 1), 10))
 	}
 	return d
 }
 
-type deadlineKey struct{}
-
-// WithDeadline records when the call must end. The proxy then forwards, in
-// the timeout header that Deadline set, what is left of it when the call
-// leaves for the backend, so that the time spent in the edge counts.
-func WithDeadline(ctx context.Context, deadline time.Time) context.Context {
-	return context.WithValue(ctx, deadlineKey{}, deadline)
+// grpcTimeout says whether c's protocol carries its timeout in Grpc-Timeout
+// (else in Connect-Timeout-Ms).
+func grpcTimeout(c classify.Call) bool {
+	return c.Protocol == classify.GRPC || c.Protocol == classify.GRPCWeb
 }
 
-// forwardTimeout rewrites the timeout header Deadline set to what is left
-// of the call's deadline.
+type deadlineKey struct{}
+
+// callDeadline is when a call must end, and the header its protocol says
+// it in.
+type callDeadline struct {
+	at   time.Time
+	grpc bool
+}
+
+// WithDeadline records when the call c must end. The proxy then forwards,
+// in c's protocol's timeout header, what is left of it when the call leaves
+// for the backend, so that the time spent in the edge counts and the
+// backend ends the call in the caller's protocol when time runs out.
+func WithDeadline(ctx context.Context, c classify.Call, deadline time.Time) context.Context {
+	return context.WithValue(ctx, deadlineKey{}, callDeadline{at: deadline, grpc: grpcTimeout(c)})
+}
+
+// forwardTimeout sets, in the forwarded header h, the timeout header of the
+// call's protocol to what is left of its deadline. Set on the forwarded
+// copy, not on the call's own header: one more key there could grow the
+// call's header map, which an open stream keeps for its life.
 func forwardTimeout(ctx context.Context, h http.Header) {
-	deadline, ok := ctx.Value(deadlineKey{}).(time.Time)
+	d, ok := ctx.Value(deadlineKey{}).(callDeadline)
 	if !ok {
 		return
 	}
-	ms := max64(time.Until(deadline).Milliseconds(), 1)
-	if h.Get("Grpc-Timeout") != "" {
-		h.Set("Grpc-Timeout", strconv.FormatInt(ms, 10)+"m")
+	ms := strconv.FormatInt(max64(time.Until(d.at).Milliseconds(), 1), 10)
+	// The other protocol's header, when the client sent it too, says the
+	// same: the backend may read either.
+	if _, sent := h["Grpc-Timeout"]; d.grpc || sent {
+		h["Grpc-Timeout"] = []string{ms + "m"}
 	}
-	if h.Get("Connect-Timeout-Ms") != "" {
-		h.Set("Connect-Timeout-Ms", strconv.FormatInt(ms, 10))
+	if _, sent := h["Connect-Timeout-Ms"]; !d.grpc || sent {
+		h["Connect-Timeout-Ms"] = []string{ms}
 	}
 }
 
