@@ -8,11 +8,14 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/orgedge/edge/edge/classify"
 	"github.com/orgedge/edge/edge/proxy"
 )
 
-// BenchmarkProxyHop forwards one small unary call through the proxy and
+// BenchmarkProxyHop forwards one small unary call, with a client's usual
+// headers and its deadline set as the edge sets it, through the proxy and
 // the pool to a loopback backend: over pooled HTTP/1.1 (Connect, JSON,
 // gRPC-Web) and over h2c (gRPC).
 func BenchmarkProxyHop(b *testing.B) {
@@ -33,17 +36,28 @@ func BenchmarkProxyHop(b *testing.B) {
 	defer srv.Close()
 	u, _ := url.Parse("http://" + ln.Addr().String())
 	p := proxy.New(proxy.Options{Upstream: u, Pseudonym: proxy.NewPseudonym()}) // as the edge: Via on every call
-	for _, c := range []struct{ name, contentType string }{
-		{"http1", "application/json"},
-		{"h2c", "application/grpc"},
+	for _, c := range []struct {
+		name, contentType string
+		protocol          classify.Protocol
+	}{
+		{"http1", "application/json", classify.Connect},
+		{"h2c", "application/grpc", classify.GRPC},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				r := httptest.NewRequest("POST", "/svc.v1.OrganizationService/GetOrganization", strings.NewReader(`{"id":"org_123"}`))
+				// What a Connect or gRPC client sends, and what the edge adds.
 				r.Header.Set("Content-Type", c.contentType)
+				r.Header.Set("User-Agent", "connect-go/1.19.1 (go1.25.0)")
+				r.Header.Set("Authorization", "Bearer eyJhbGciOiJSUzI1NiJ9.e30.c2ln")
+				r.Header.Set("Accept-Encoding", "gzip")
+				r.Header.Set("Connect-Protocol-Version", "1")
+				r.Header.Set("X-Request-Id", "01JDQ4Z3W8N5V7K2M9P6R1T3XY")
+				call := classify.Call{Protocol: c.protocol}
+				ctx := proxy.WithDeadline(r.Context(), call, time.Now().Add(proxy.Deadline(r, call, time.Minute)))
 				w := httptest.NewRecorder()
-				p.ServeHTTP(w, r)
+				p.ServeHTTP(w, r.WithContext(ctx))
 				if w.Code != http.StatusOK {
 					b.Fatal(w.Code, w.Body.String())
 				}
