@@ -13,6 +13,7 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -164,25 +165,92 @@ func (p *Proxy) send(w http.ResponseWriter, r *http.Request) (*http.Response, in
 //go:noinline
 func (p *Proxy) copyAnswer(w http.ResponseWriter, r *http.Request, res *http.Response, announced int) {
 	var to io.Writer = w
-	pool := buffers
-	if stream := p.isStream(r); res.ContentLength == -1 || stream {
+	stream := p.isStream(r)
+	if res.ContentLength == -1 || stream {
 		// Each message as it comes: a gRPC answer or a stream.
 		rc := http.NewResponseController(w)
 		_ = rc.Flush()
 		to = flushWriter{w, rc}
-		if stream {
-			pool = streamBuffers
-		}
 	}
-	buf := pool.Get()
-	_, err := io.CopyBuffer(to, res.Body, buf)
-	pool.Put(buf)
+	var err error
+	if stream {
+		err = copyStream(to, res.Body)
+	} else {
+		buf := buffers.Get()
+		_, err = io.CopyBuffer(to, res.Body, buf)
+		buffers.Put(buf)
+	}
 	_ = res.Body.Close()
 	if err != nil {
 		// The answer is cut: the client must not take it for whole.
 		panic(http.ErrAbortHandler)
 	}
 	copyTrailers(w.Header(), res, announced)
+}
+
+// waitSize is the buffer a stream reads into while it waits for the
+// backend's next message, which it does for as long as it is open (an hour):
+// a WatchEnvironment message is a few hundred bytes.
+const waitSize = 256
+
+// copyStream copies a stream's answer as it comes. Waiting, it holds only a
+// waitSize buffer of its own; a read that fills it is followed by reads
+// through a pooled streamBuffers buffer until one comes back short, and the
+// buffer goes back to the pool: an idle stream keeps 256 B, not 2 KiB. Each
+// read is written (and flushed) before the next, so nothing waits behind
+// a read that blocks.
+func copyStream(to io.Writer, from io.Reader) error {
+	wait := make([]byte, waitSize)
+	for {
+		err := copyRead(to, from, wait)
+		if errors.Is(err, errFull) {
+			err = drain(to, from)
+		}
+		switch {
+		case errors.Is(err, io.EOF):
+			return nil
+		case err != nil:
+			return err
+		}
+	}
+}
+
+// drain copies through a pooled buffer until a read comes back short. (No
+// defer: its record would enlarge the frame a stream may wait in.)
+func drain(to io.Writer, from io.Reader) error {
+	buf := streamBuffers.Get()
+	err := errFull
+	for errors.Is(err, errFull) {
+		err = copyRead(to, from, buf)
+	}
+	streamBuffers.Put(buf)
+	return err
+}
+
+// errFull says that a read filled its buffer: more may follow at once.
+var errFull = errors.New("proxy: read filled the buffer")
+
+// copyRead reads once into buf and writes what came: errFull when it
+// filled buf, nil when it came back short, else the read's or the write's
+// error (io.EOF at the end of the answer).
+func copyRead(to io.Writer, from io.Reader, buf []byte) error {
+	n, rerr := from.Read(buf)
+	if n > 0 {
+		w, err := to.Write(buf[:n])
+		if err == nil && w != n {
+			err = io.ErrShortWrite
+		}
+		if err != nil {
+			return err
+		}
+	}
+	switch {
+	case rerr != nil:
+		return rerr
+	case n == len(buf):
+		return errFull
+	}
+	return nil
 }
 
 // copyTrailers gives the client the answer's trailers. (Not inlined: its
@@ -297,12 +365,10 @@ func IsGRPC(r *http.Request) bool {
 // allocates 32 KiB per call.
 var buffers = &bufferPool{pool: sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}}
 
-// streamBuffers are the copy buffers of streams. A stream holds its buffer
-// while it waits for the backend's next message, for as long as it is open
-// (an hour), so its buffer is sized for a stream's messages (a
-// WatchEnvironment message is a few hundred bytes), not for a large answer:
-// 32 KiB per open stream was most of the edge's memory per stream. A
-// larger message is copied in several reads, each flushed as it comes.
+// streamBuffers are the copy buffers of streams' messages (see
+// copyStream). 32 KiB per open stream was once most of the edge's memory per
+// stream; a message larger than these is copied in several reads, each
+// flushed as it comes.
 var streamBuffers = &bufferPool{pool: sync.Pool{New: func() any { b := make([]byte, 2<<10); return &b }}}
 
 type bufferPool struct{ pool sync.Pool }
