@@ -108,39 +108,14 @@ func (b *bench) main() error {
 	holdCtx, closeAll := context.WithCancel(ctx)
 	defer closeAll()
 	start := time.Now()
-	var opened, failed atomic.Int64
-	var errs errorCounts
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 200)
-	for i := range b.n {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s := held[i%len(held)]
-			st, err := openOn(holdCtx, b.env, s)
-			<-sem
-			if err != nil {
-				failed.Add(1)
-				errs.add(err)
-				return
-			}
-			opened.Add(1)
-			for st.Receive() { // until the bench closes it
-			}
-			_ = st.Close()
-		}()
-	}
-	for opened.Load()+failed.Load() < int64(b.n) {
-		time.Sleep(50 * time.Millisecond)
-	}
-	fmt.Printf("opened %d streams on %d subjects in %.1fs; %d failed %v\n", opened.Load(), len(held), time.Since(start).Seconds(), failed.Load(), errs.String())
+	h := holdStreams(holdCtx, b.env, held, b.n)
+	fmt.Printf("opened %d streams on %d subjects in %.1fs; %d failed %v\n", h.opened.Load(), len(held), time.Since(start).Seconds(), h.failed.Load(), h.errs.String())
 	time.Sleep(2 * time.Second) // the last streams' first renewals and buffers settle
 	open, err := b.snapshot(ctx)
 	if err != nil {
 		return err
 	}
-	per := func(name string) float64 { return (open.edge[name] - before.edge[name]) / float64(opened.Load()) }
+	per := func(name string) float64 { return (open.edge[name] - before.edge[name]) / float64(h.opened.Load()) }
 	fmt.Printf("edge per open stream: heap %.0f B, stacks %.0f B, heap+stacks %.0f B, goroutines %.2f, RSS %.0f B (edge_open_streams %.0f, leases held %.0f)\n",
 		per("go_memstats_heap_inuse_bytes"), per("go_memstats_stack_inuse_bytes"),
 		per("go_memstats_heap_inuse_bytes")+per("go_memstats_stack_inuse_bytes"), per("go_goroutines"), per("process_resident_memory_bytes"),
@@ -149,8 +124,8 @@ func (b *bench) main() error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("redis per open stream: %.0f B of lease sets (MEMORY USAGE), used_memory %+.0f B\n", leaseBytes/float64(opened.Load()),
-		(open.redis["used_memory"]-before.redis["used_memory"])/float64(opened.Load()))
+	fmt.Printf("redis per open stream: %.0f B of lease sets (MEMORY USAGE), used_memory %+.0f B\n", leaseBytes/float64(h.opened.Load()),
+		(open.redis["used_memory"]-before.redis["used_memory"])/float64(h.opened.Load()))
 	if b.profile != "" {
 		if err := b.saveProfile(); err != nil {
 			return err
@@ -170,7 +145,7 @@ func (b *bench) main() error {
 	renewed, lost, fail := d(after.edge, `edge_stream_lease_renewals_total{outcome="renewed"}`), d(after.edge, `edge_stream_lease_renewals_total{outcome="lost"}`), d(after.edge, `edge_stream_lease_renewals_total{outcome="failed"}`)
 	rounds := d(after.edge, "edge_stream_lease_renewal_rounds_total")
 	fmt.Printf("hold %.0fs: %.0f renewal rounds, %.0f renewed, %.0f lost, %.0f failed (%.1f per open stream per round); %.0f renewals/s\n",
-		secs, rounds, renewed, lost, fail, (renewed+lost+fail)/max(rounds, 1)/float64(opened.Load()), (renewed+lost+fail)/secs)
+		secs, rounds, renewed, lost, fail, (renewed+lost+fail)/max(rounds, 1)/float64(h.opened.Load()), (renewed+lost+fail)/secs)
 	fmt.Printf("hold: redis %.0f commands/s (evalsha %.1f/s, zadd %.1f/s), redis CPU %.3f s/s; edge CPU %.3f s/s, edge Redis round trips %.1f/s\n",
 		rd("cmdstat_calls")/secs, rd("cmdstat_evalsha")/secs, rd("cmdstat_zadd")/secs, (rd("used_cpu_sys")+rd("used_cpu_user"))/secs,
 		d(after.edge, "process_cpu_seconds_total")/secs, d(after.edge, "edge_redis_round_trips_total")/secs)
@@ -179,8 +154,42 @@ func (b *bench) main() error {
 		return err
 	}
 	closeAll()
-	wg.Wait()
+	h.wg.Wait()
 	return nil
+}
+
+// holding is streams held open until their context ends.
+type holding struct {
+	opened, failed atomic.Int64
+	errs           errorCounts
+	wg             sync.WaitGroup // ends when every stream is closed
+}
+
+// holdStreams opens n streams on env across subs, 200 opening at a time,
+// each held until ctx ends, and returns once each is open or has failed.
+func holdStreams(ctx context.Context, env svcv1connect.EnvironmentServiceClient, subs []subject, n int) *holding {
+	h := &holding{}
+	sem := make(chan struct{}, 200)
+	for i := range n {
+		sem <- struct{}{}
+		h.wg.Go(func() {
+			st, err := openOn(ctx, env, subs[i%len(subs)])
+			<-sem
+			if err != nil {
+				h.failed.Add(1)
+				h.errs.add(err)
+				return
+			}
+			h.opened.Add(1)
+			for st.Receive() { // until ctx ends
+			}
+			_ = st.Close()
+		})
+	}
+	for h.opened.Load()+h.failed.Load() < int64(n) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	return h
 }
 
 // measureBare opens b.n streams through the bare proxy, measures its heap,
@@ -194,40 +203,18 @@ func (b *bench) measureBare(ctx context.Context, subs []subject) error {
 	}
 	holdCtx, closeAll := context.WithCancel(ctx)
 	defer closeAll()
-	var opened, failed atomic.Int64
-	var errs errorCounts
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 200)
-	for i := range b.n {
-		sem <- struct{}{}
-		wg.Go(func() {
-			st, err := openOn(holdCtx, env, subs[i%len(subs)])
-			<-sem
-			if err != nil {
-				failed.Add(1)
-				errs.add(err)
-				return
-			}
-			opened.Add(1)
-			for st.Receive() { // until closeAll
-			}
-			_ = st.Close()
-		})
-	}
-	for opened.Load()+failed.Load() < int64(b.n) {
-		time.Sleep(50 * time.Millisecond)
-	}
+	h := holdStreams(holdCtx, env, subs, b.n)
 	time.Sleep(2 * time.Second) // as the edge's: buffers settle
 	open, err := b.memStats()
 	if err != nil {
 		return err
 	}
-	n := float64(opened.Load())
+	n := float64(h.opened.Load())
 	heap, stacks := (open.heap-before.heap)/n, (open.stacks-before.stacks)/n
 	fmt.Printf("bare proxy per open stream: heap %.0f B, stacks %.0f B, heap+stacks %.0f B, goroutines %.2f (%d open, %d failed %v)\n",
-		heap, stacks, heap+stacks, (open.goroutines-before.goroutines)/n, opened.Load(), failed.Load(), errs.String())
+		heap, stacks, heap+stacks, (open.goroutines-before.goroutines)/n, h.opened.Load(), h.failed.Load(), h.errs.String())
 	closeAll()
-	wg.Wait()
+	h.wg.Wait()
 	return nil
 }
 
