@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -89,9 +90,35 @@ func WithHeader(key, value string) Option {
 func WithRetryAfter(d time.Duration) Option {
 	secs := max(int64((d+time.Second-1)/time.Second), 1)
 	return func(o *options) {
-		WithDetail(&errdetails.RetryInfo{RetryDelay: durationpb.New(time.Duration(secs) * time.Second)})(o)
+		o.details = append(o.details, retryInfo(secs))
 		WithHeader("Retry-After", strconv.FormatInt(secs, 10))(o)
 	}
+}
+
+// retryInfos keeps the RetryInfo of each delay of up to an hour marshalled
+// once (as an Any, which New passes on as it is): every refusal of a rate
+// limit names one of a few dozen delays. A longer delay (a daily cap's, a
+// monthly quota's: a new one each second) is marshalled each time.
+var retryInfos [60*60 + 1]atomic.Pointer[anypb.Any]
+
+// retryInfo is the RetryInfo detail of a delay of secs seconds.
+func retryInfo(secs int64) proto.Message {
+	cached := secs < int64(len(retryInfos))
+	if cached {
+		if pb := retryInfos[secs].Load(); pb != nil {
+			return pb
+		}
+	}
+	info := &errdetails.RetryInfo{RetryDelay: durationpb.New(time.Duration(secs) * time.Second)}
+	if !cached {
+		return info
+	}
+	pb, err := anypb.New(info)
+	if err != nil {
+		return info // New marshals it again, and drops it if that fails
+	}
+	retryInfos[secs].Store(pb)
+	return pb
 }
 
 // New returns an error with the code and message and a single

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -482,5 +483,38 @@ func TestWriteNilIsInternal(t *testing.T) {
 	apierror.Write(rec, req, nil)
 	if got := rec.Header().Get("Grpc-Status"); got != "13" {
 		t.Errorf("grpc-status %q, want 13 (internal)", got)
+	}
+}
+
+// Every delay, asked for once or many times, below or above the hour whose
+// RetryInfos are kept marshalled, reaches the caller as its whole seconds
+// in both the RetryInfo detail and Retry-After, and the detail's bytes are
+// the message's own.
+func TestRetryInfoSaysEachDelayHoweverOftenItIsAsked(t *testing.T) {
+	for _, d := range []time.Duration{time.Millisecond, time.Second, 59200 * time.Millisecond, time.Hour, time.Hour + time.Second, 31 * 24 * time.Hour} {
+		want := (d + time.Second - 1).Truncate(time.Second)
+		for range 3 {
+			err := apierror.New(connect.CodeResourceExhausted, "RATE_LIMIT_EXCEEDED", "refused", apierror.WithRetryAfter(d))
+			var got []time.Duration
+			for _, det := range err.Details() {
+				v, verr := det.Value()
+				if verr != nil {
+					t.Fatalf("%v: detail %s: %v", d, det.Type(), verr)
+				}
+				if ri, ok := v.(*errdetails.RetryInfo); ok {
+					got = append(got, ri.GetRetryDelay().AsDuration())
+					fresh, merr := proto.Marshal(ri)
+					if merr != nil || !bytes.Equal(det.Bytes(), fresh) {
+						t.Errorf("%v: the RetryInfo's bytes are not the message's own", d)
+					}
+				}
+			}
+			if len(got) != 1 || got[0] != want {
+				t.Fatalf("%v: RetryInfo delays %v, want [%v]", d, got, want)
+			}
+			if ra := err.Meta().Get("Retry-After"); ra != strconv.FormatInt(int64(want/time.Second), 10) {
+				t.Fatalf("%v: Retry-After %q, want %v", d, ra, want)
+			}
+		}
 	}
 }
