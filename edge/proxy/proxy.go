@@ -202,8 +202,8 @@ const waitSize = 256
 func copyStream(to io.Writer, from io.Reader) error {
 	wait := make([]byte, waitSize)
 	for {
-		err := copyRead(to, from, wait)
-		if errors.Is(err, errFull) {
+		full, err := copyRead(to, from, wait)
+		if full && err == nil {
 			err = drain(to, from)
 		}
 		switch {
@@ -219,38 +219,29 @@ func copyStream(to io.Writer, from io.Reader) error {
 // defer: its record would enlarge the frame a stream may wait in.)
 func drain(to io.Writer, from io.Reader) error {
 	buf := streamBuffers.Get()
-	err := errFull
-	for errors.Is(err, errFull) {
-		err = copyRead(to, from, buf)
+	full, err := true, error(nil)
+	for full && err == nil {
+		full, err = copyRead(to, from, buf)
 	}
 	streamBuffers.Put(buf)
 	return err
 }
 
-// errFull says that a read filled its buffer: more may follow at once.
-var errFull = errors.New("proxy: read filled the buffer")
-
-// copyRead reads once into buf and writes what came: errFull when it
-// filled buf, nil when it came back short, else the read's or the write's
-// error (io.EOF at the end of the answer).
-func copyRead(to io.Writer, from io.Reader, buf []byte) error {
+// copyRead reads once into buf and writes what came. full says that the
+// read filled buf: more may follow at once. err is the read's or the
+// write's (io.EOF at the end of the answer).
+func copyRead(to io.Writer, from io.Reader, buf []byte) (full bool, err error) {
 	n, rerr := from.Read(buf)
 	if n > 0 {
-		w, err := to.Write(buf[:n])
-		if err == nil && w != n {
-			err = io.ErrShortWrite
+		w, werr := to.Write(buf[:n])
+		if werr == nil && w != n {
+			werr = io.ErrShortWrite
 		}
-		if err != nil {
-			return err
+		if werr != nil {
+			return false, werr
 		}
 	}
-	switch {
-	case rerr != nil:
-		return rerr
-	case n == len(buf):
-		return errFull
-	}
-	return nil
+	return n == len(buf), rerr
 }
 
 // copyTrailers gives the client the answer's trailers. (Not inlined: its
