@@ -117,7 +117,7 @@ func (p *Pool) probe(ctx context.Context, e *endpoint) error {
 	client := connect.NewClient[healthpb.HealthCheckRequest, healthpb.HealthCheckResponse](hc,
 		"http://"+e.addr+healthProcedure, connect.WithGRPC())
 	req := connect.NewRequest(&healthpb.HealthCheckRequest{Service: p.opts.HealthCheck.Service})
-	if v := newVia(p.opts.Pseudonym).h2; v != nil { // over h2c, as a call
+	if v := p.via.h2; v != nil { // over h2c, as a call
 		req.Header()["Via"] = v
 	}
 	res, err := client.CallUnary(ctx, req)

@@ -86,6 +86,7 @@ type Pool struct {
 	// ctx ends health checks in flight when the pool closes.
 	ctx    context.Context
 	cancel context.CancelFunc
+	via    via // in each health check
 }
 
 // endpoint is one backend address.
@@ -123,7 +124,7 @@ func NewPool(o PoolOptions) *Pool {
 	if o.Observer == nil {
 		o.Observer = nopObserver{}
 	}
-	p := &Pool{opts: o, stop: make(chan struct{})}
+	p := &Pool{opts: o, stop: make(chan struct{}), via: newVia(o.Pseudonym)}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	var eps []*endpoint
 	resolve := false
