@@ -75,8 +75,8 @@ type Listen struct {
 	MaxHeaderBytes ByteSize `yaml:"max_header_bytes"`
 	// ShutdownGrace is how long open calls may drain on shutdown. Default 30s.
 	ShutdownGrace time.Duration `yaml:"shutdown_grace"`
-	// ClientAddress says where a call's client address comes from (for the
-	// per-address bound on failed authentications). Default: the socket peer.
+	// ClientAddress says where a call's client address comes from, for
+	// every per-address bound. Default: the socket peer.
 	ClientAddress ClientAddress `yaml:"client_address"`
 	// HTTP2IdleTimeout closes (GOAWAY) an HTTP/2 connection that has had
 	// no open stream for this long, from its start: one that sends no
@@ -98,14 +98,21 @@ type Listen struct {
 	// is closed (GOAWAY) (HTTP/2 rapid reset, CVE-2023-44487). Default
 	// 100; 0: no bound.
 	MaxResetsPerConnection int `yaml:"max_resets_per_connection"`
-	// MaxEarlyCalls: after a connection's answer told its client to wait
-	// (Retry-After), a call with the same token before the time is up is
-	// early; past this many early calls in a row, the connection's early
-	// calls are held until the time (at most MaxEarlyCallHold), then
-	// served. Default 5; 0: none is held.
+	// MaxEarlyCalls: after the edge refused a subject's call for a limit
+	// and told it when to retry (Retry-After), a call of the same subject
+	// that the same limit would refuse again, made before that time, is
+	// early; past this many early calls in a row, the subject's early
+	// calls for that limit are held until the time (at most
+	// MaxEarlyCallHold), then decided as any call. Calls the limit does
+	// not concern are never held, whatever connection or token they share.
+	// Default 5; 0: none is held.
 	MaxEarlyCalls int `yaml:"max_early_calls"`
 	// MaxEarlyCallHold bounds how long one early call is held. Default 1m.
 	MaxEarlyCallHold time.Duration `yaml:"max_early_call_hold"`
+	// MaxHeldCallsPerSubject bounds the calls of one subject held at once
+	// (each holds a goroutine and its request); past it an early call is
+	// decided at once (and refused). Default 1024.
+	MaxHeldCallsPerSubject int `yaml:"max_held_calls_per_subject"`
 	// MaxCallsInFlight bounds the unary calls one replica serves at once:
 	// past it a call is answered unavailable (EDGE_OVERLOADED, Retry-After
 	// 1 s) at once, before its token is read, so that an overload costs
@@ -114,17 +121,39 @@ type Listen struct {
 	MaxCallsInFlight int `yaml:"max_calls_in_flight"`
 }
 
-// ClientAddress names the header a trusted proxy in front of the edge sets
-// to the client's address. A call whose socket peer is not one of
-// TrustedProxies is judged by its peer, whatever its headers say.
+// ClientAddress says how the edge tells a call's client behind the proxies
+// in front of it, for every bound kept per client address (failed
+// authentications, CORS preflights, open connections). A call whose socket
+// peer is not one of TrustedProxies is judged by its peer, whatever its
+// headers say. docs/operations.md, "Behind a proxy or load balancer", has
+// the settings for the usual topologies.
 type ClientAddress struct {
-	// Header is X-Real-IP, X-Forwarded-For (its last entry, the one the
-	// nearest proxy appended, is used) or another header holding one
-	// address. Empty: the socket peer is the client.
+	// ProxyProtocol accepts the PROXY protocol (v1 and v2) from
+	// TrustedProxies on the API listener: a layer-4 proxy (nginx's stream
+	// module with proxy_protocol on, HAProxy's send-proxy, a cloud load
+	// balancer) names the client before the connection's first byte, and
+	// the connection is the client's from then on. A peer not trusted that
+	// sends the header is served as HTTP (and fails to parse). Env
+	// EDGE_PROXY_PROTOCOL (true or false).
+	ProxyProtocol bool `yaml:"proxy_protocol"`
+	// Header is X-Forwarded-For, Forwarded, X-Real-IP or another header a
+	// layer-7 proxy sets: a list is read from its last entry towards its
+	// first, and the first entry that is not a trusted proxy is the client.
+	// Empty: the peer is the client. Env EDGE_CLIENT_ADDRESS_HEADER.
 	Header string `yaml:"header"`
-	// TrustedProxies are IP addresses or CIDR prefixes of the proxies that
-	// set Header. Required with Header.
+	// TrustedProxies are IP addresses or CIDR prefixes of the proxies in
+	// front of the edge: their PROXY protocol header (ProxyProtocol) or
+	// Header is believed, and their own address is never bounded as a
+	// client's. Required with Header or ProxyProtocol. Env
+	// EDGE_TRUSTED_PROXIES (comma-separated).
 	TrustedProxies []string `yaml:"trusted_proxies"`
+	// WarnSubjectsPerAddress: when tokens of this many subjects come from
+	// one client address, the edge logs it (once per address) and counts
+	// it (edge_client_addresses_shared_total): many subjects behind one
+	// address usually mean a proxy in front that the settings above do not
+	// name, and then every per-address bound is shared by all its clients.
+	// Default 50; 0: off.
+	WarnSubjectsPerAddress int `yaml:"warn_subjects_per_address"`
 }
 
 // TLS names a certificate and its key, PEM files.

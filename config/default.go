@@ -23,9 +23,11 @@ func Default() *Config {
 
 			HTTP2IdleTimeout:         5 * time.Second,
 			MaxConnectionsPerAddress: 256,
+			ClientAddress:            ClientAddress{WarnSubjectsPerAddress: 50},
 			MaxResetsPerConnection:   100,
 			MaxEarlyCalls:            5,
 			MaxEarlyCallHold:         time.Minute,
+			MaxHeldCallsPerSubject:   1024,
 			MaxCallsInFlight:         4096,
 		},
 		Admin: Admin{

@@ -53,6 +53,7 @@ func (c *Config) Validate() error {
 	checkNotNegative(&p, "listen.max_resets_per_connection", c.Listen.MaxResetsPerConnection)
 	checkNotNegative(&p, "listen.max_early_calls", c.Listen.MaxEarlyCalls)
 	checkPositive(&p, "listen.max_early_call_hold", c.Listen.MaxEarlyCallHold)
+	checkNotNegative(&p, "listen.max_held_calls_per_subject", c.Listen.MaxHeldCallsPerSubject)
 	checkNotNegative(&p, "listen.max_calls_in_flight", c.Listen.MaxCallsInFlight)
 	for i, e := range c.Listen.ConnectionBoundExempt {
 		if _, err := ParsePrefix(e); err != nil {
@@ -302,14 +303,16 @@ func urlCause(err error) error {
 	return err
 }
 
-// checkClientAddress accepts no header, or a header with the proxies
-// trusted to set it.
+// checkClientAddress accepts no proxy, or a header or the PROXY protocol
+// with the proxies trusted to send them.
 func checkClientAddress(p *problems, path string, c ClientAddress) {
 	switch {
-	case c.Header == "" && len(c.TrustedProxies) > 0:
-		p.add(path+".header", "must be set with trusted_proxies")
+	case c.Header == "" && !c.ProxyProtocol && len(c.TrustedProxies) > 0:
+		p.add(path+".trusted_proxies", "set header or proxy_protocol too: trusted proxies name the client one of these two ways")
 	case c.Header != "" && len(c.TrustedProxies) == 0:
 		p.add(path+".trusted_proxies", "must list the proxies that set %s: any other peer could forge it", c.Header)
+	case c.ProxyProtocol && len(c.TrustedProxies) == 0:
+		p.add(path+".trusted_proxies", "must list the proxies that send the PROXY protocol: any other peer could forge it")
 	}
 	if c.Header != "" && !validHeaderName(c.Header) {
 		p.add(path+".header", "%q is not a header name", c.Header)
@@ -319,6 +322,7 @@ func checkClientAddress(p *problems, path string, c ClientAddress) {
 			p.add(fmt.Sprintf("%s.trusted_proxies[%d]", path, i), "%q is not an IP address or CIDR prefix", tp)
 		}
 	}
+	checkNotNegative(p, path+".warn_subjects_per_address", c.WarnSubjectsPerAddress)
 }
 
 // ParsePrefix reads an IP address (a prefix of its full length) or a CIDR

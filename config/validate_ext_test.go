@@ -130,7 +130,8 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"cors max age negative", func(c *config.Config) { c.CORS.MaxAge = -time.Second }, `cors.max_age: must be 0 or positive, not -1s`},
 		{"cors preflight limit without burst", func(c *config.Config) { c.CORS.PreflightLimit.Burst = 0 }, `cors.preflight_limit.burst: must be at least 1, not 0`},
 		{"client header without proxies", func(c *config.Config) { c.Listen.ClientAddress.Header = "X-Real-IP" }, `listen.client_address.trusted_proxies: must list the proxies that set X-Real-IP: any other peer could forge it`},
-		{"proxies without header", func(c *config.Config) { c.Listen.ClientAddress.TrustedProxies = []string{"10.0.0.0/8"} }, `listen.client_address.header: must be set with trusted_proxies`},
+		{"proxies without header", func(c *config.Config) { c.Listen.ClientAddress.TrustedProxies = []string{"10.0.0.0/8"} }, `listen.client_address.trusted_proxies: set header or proxy_protocol too: trusted proxies name the client one of these two ways`},
+		{"proxy protocol without proxies", func(c *config.Config) { c.Listen.ClientAddress.ProxyProtocol = true }, `listen.client_address.trusted_proxies: must list the proxies that send the PROXY protocol: any other peer could forge it`},
 		{"bad proxy", func(c *config.Config) {
 			c.Listen.ClientAddress = config.ClientAddress{Header: "X-Real-IP", TrustedProxies: []string{"10.0.0.0/8", "proxy.local"}}
 		}, `listen.client_address.trusted_proxies[1]: "proxy.local" is not an IP address or CIDR prefix`},

@@ -14,6 +14,7 @@ package authn
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"net/http"
 	"net/netip"
@@ -45,6 +46,7 @@ type Authenticator struct {
 
 	refused  *lru.Cache[[sha256.Size]byte, *identity.Error] // nil: off
 	failures *failureLimiter                                // nil: off
+	shared   *sharedAddresses                               // nil: off
 	address  ClientAddress
 
 	hits, verifications, refusedHits, limited atomic.Uint64
@@ -75,6 +77,17 @@ type Options struct {
 	// ClientAddress says how AuthenticateRequest finds the client's address
 	// (default: the socket peer).
 	ClientAddress ClientAddress
+	// SharedAddress, when its Subjects is positive, is told of a client
+	// address from which tokens of that many distinct subjects were
+	// verified (once per address; see sharedAddresses).
+	SharedAddress SharedAddress
+}
+
+// SharedAddress is how an Authenticator reports a client address that
+// carries many subjects.
+type SharedAddress struct {
+	Subjects int
+	Found    func(addr netip.Addr, subjects int)
 }
 
 // FailureLimit is a token bucket per client address: Burst tokens,
@@ -104,6 +117,9 @@ func New(v Verifier, o Options) *Authenticator {
 	}
 	if fl := o.FailureLimit; fl.PerMinute > 0 && fl.Burst > 0 {
 		a.failures = newFailureLimiter(fl.PerMinute, fl.Burst)
+	}
+	if sa := o.SharedAddress; sa.Subjects > 0 && sa.Found != nil {
+		a.shared = newSharedAddresses(sa.Subjects, sa.Found)
 	}
 	return a
 }
@@ -154,12 +170,10 @@ func tokenKey(raw string) [sha256.Size]byte {
 // signature.
 func (a *Authenticator) verify(ctx context.Context, raw string, key [sha256.Size]byte, r *http.Request) (*identity.Principal, error) {
 	var client netip.Addr
-	limit := a.failures != nil && r != nil
-	if limit {
-		if client = a.address.Of(r); !client.IsValid() {
-			limit = false
-		}
+	if r != nil && (a.failures != nil || a.shared != nil) {
+		client = a.address.Of(r)
 	}
+	limit := a.failures != nil && client.IsValid()
 	if limit {
 		if wait := a.failures.wait(client, a.now()); wait > 0 {
 			a.limited.Add(1)
@@ -193,6 +207,9 @@ func (a *Authenticator) verify(ctx context.Context, raw string, key [sha256.Size
 		return nil, err
 	}
 	p.SubjectSum = sha256.Sum256([]byte(p.Subject))
+	if a.shared != nil && client.IsValid() {
+		a.shared.saw(client, binary.BigEndian.Uint64(p.SubjectSum[:8]))
+	}
 	if a.cache.Add(key, &p) {
 		a.evicted.Add(1)
 	}

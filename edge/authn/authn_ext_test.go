@@ -178,25 +178,41 @@ func TestFailureLimitRefusesNewTokensButNotCachedOnes(t *testing.T) {
 }
 
 func TestClientAddressTrustsTheHeaderOfTrustedProxiesOnly(t *testing.T) {
-	c := authn.ClientAddress{Header: "X-Forwarded-For", TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}
+	trusted := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
+	const none = "invalid IP" // a trusted proxy's own call: no client address to bound
 	cases := []struct {
-		remote, header, want string
+		header, remote, value, want string
 	}{
-		{"10.1.2.3:5000", "203.0.113.9", "203.0.113.9"},
-		{"10.1.2.3:5000", "198.51.100.1, 203.0.113.9", "203.0.113.9"},
-		{"10.1.2.3:5000", "garbage", "10.1.2.3"},
-		{"10.1.2.3:5000", "", "10.1.2.3"},
-		{"192.0.2.1:5000", "203.0.113.9", "192.0.2.1"},
-		{"[::ffff:10.1.2.3]:5000", "203.0.113.9", "203.0.113.9"},
+		{"X-Forwarded-For", "10.1.2.3:5000", "203.0.113.9", "203.0.113.9"},
+		{"X-Forwarded-For", "10.1.2.3:5000", "198.51.100.1, 203.0.113.9", "203.0.113.9"},
+		// The client's own entries (left) are skipped past the first untrusted hop.
+		{"X-Forwarded-For", "10.1.2.3:5000", "6.6.6.6, 203.0.113.9, 10.9.9.9", "203.0.113.9"},
+		{"X-Forwarded-For", "10.1.2.3:5000", "10.9.9.9, 10.8.8.8", none},
+		{"X-Forwarded-For", "10.1.2.3:5000", "garbage", none},
+		{"X-Forwarded-For", "10.1.2.3:5000", "", none},
+		{"X-Forwarded-For", "10.1.2.3:5000", "203.0.113.9:4711", "203.0.113.9"},
+		{"X-Forwarded-For", "192.0.2.1:5000", "203.0.113.9", "192.0.2.1"},
+		{"X-Forwarded-For", "[::ffff:10.1.2.3]:5000", "203.0.113.9", "203.0.113.9"},
+		{"Forwarded", "10.1.2.3:5000", `for=6.6.6.6, for="[2001:db8::1]:4711";proto=https`, "2001:db8::1"},
+		{"Forwarded", "10.1.2.3:5000", `for=203.0.113.9;by=10.1.2.3, for=10.2.2.2`, "203.0.113.9"},
+		{"Forwarded", "10.1.2.3:5000", `for=unknown`, none},
+		{"X-Real-IP", "10.1.2.3:5000", "203.0.113.9", "203.0.113.9"},
 	}
 	for _, tc := range cases {
+		c := authn.ClientAddress{Header: tc.header, TrustedProxies: trusted}
 		r := httptest.NewRequest(http.MethodGet, "/", nil)
 		r.RemoteAddr = tc.remote
-		if tc.header != "" {
-			r.Header.Set("X-Forwarded-For", tc.header)
+		if tc.value != "" {
+			r.Header.Set(tc.header, tc.value)
 		}
 		if got := c.Of(r); got.String() != tc.want {
-			t.Errorf("peer %s header %q: %s, want %s", tc.remote, tc.header, got, tc.want)
+			t.Errorf("peer %s %s %q: %s, want %s", tc.remote, tc.header, tc.value, got, tc.want)
 		}
+	}
+	// Without a header configured, a trusted proxy's calls are its own.
+	r := httptest.NewRequest(http.MethodGet, "/", nil)
+	r.RemoteAddr = "10.1.2.3:5000"
+	if got := (authn.ClientAddress{TrustedProxies: trusted}).Of(r); got.IsValid() {
+		t.Errorf("a trusted peer without a header: %s, want no client address", got)
 	}
 }

@@ -1,37 +1,52 @@
 // Package conns bounds what one client can hold of the API listener: how
-// many connections one peer address may have open (a net.Listener), how
+// many connections one client address may have open (a net.Listener that
+// also reads the PROXY protocol of the trusted proxies in front), how
 // many streams an HTTP/2 connection may reset before its answer (an
-// http.Handler middleware, HTTP/2 rapid reset), and how fast a connection
-// whose client ignores Retry-After is served (a middleware that holds its
-// early calls).
+// http.Handler middleware, HTTP/2 rapid reset).
 //
 // It is not where time bounds live: the header, idle and HTTP/2 idle
-// timeouts are the http.Server's (edge/app), the body's are reqbody's.
+// timeouts are the http.Server's (edge/app), the body's are reqbody's. Nor
+// does it slow clients that ignore Retry-After: a connection may carry
+// many clients (a proxy in front), so that is decided per subject and
+// limit (edge/early).
 package conns
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"time"
+
+	"github.com/pires/go-proxyproto"
 )
 
 // Options are the bounds. Zero fields mean no bound.
 type Options struct {
-	// PerAddress bounds the open connections of one peer address; an IPv6
-	// peer counts by its /64, which one host commonly holds whole.
+	// PerAddress bounds the open connections of one client address; an
+	// IPv6 client counts by its /64, which one host commonly holds whole.
 	PerAddress int
-	// Exempt are peers whose connections are not bounded: proxies in
-	// front, whose one address carries many clients.
+	// Exempt are peers whose connections are not bounded by their own
+	// address: proxies in front, whose one address carries many clients.
 	Exempt []netip.Prefix
+	// ProxyProtocol are the peers whose PROXY protocol header (v1 or v2)
+	// is believed: their connections are their clients', and are bounded
+	// by the address the header names (unless it names an exempt peer, or
+	// the connection is the proxy's own, such as a health check). A
+	// connection of any other peer is served as it comes.
+	ProxyProtocol []netip.Prefix
+	// ReadHeaderTimeout bounds the wait for a PROXY protocol header.
+	ReadHeaderTimeout time.Duration
 	// OnRefused is called for each connection closed for PerAddress.
 	OnRefused func()
 }
 
-// Listener is a net.Listener that closes a new connection at once when
-// its peer address already holds Options.PerAddress open ones.
+// Listener is a net.Listener that reads the PROXY protocol of the trusted
+// proxies (Options.ProxyProtocol) and closes a new connection at once when
+// its client address already holds Options.PerAddress open ones.
 type Listener struct {
 	net.Listener
 	opts Options
@@ -42,57 +57,98 @@ type Listener struct {
 
 // Listen bounds ln's connections by o.
 func Listen(ln net.Listener, o Options) *Listener {
-	return &Listener{Listener: ln, opts: o, open: map[netip.Prefix]int{}}
+	l := &Listener{opts: o, open: map[netip.Prefix]int{}}
+	if len(o.ProxyProtocol) > 0 {
+		ln = &proxyproto.Listener{Listener: ln, ReadHeaderTimeout: o.ReadHeaderTimeout,
+			ConnPolicy: func(c proxyproto.ConnPolicyOptions) (proxyproto.Policy, error) {
+				if a, ok := addrOf(c.Upstream); ok && contains(o.ProxyProtocol, a) {
+					return proxyproto.USE, nil
+				}
+				return proxyproto.SKIP, nil // the raw connection, unwrapped
+			}}
+	}
+	l.Listener = ln
+	return l
 }
 
 // Accept returns the next connection within the bound; the ones past it are
-// closed without a word (nothing was read from them yet).
+// closed without a word (nothing was read from them yet). A connection of
+// a proxy that sends the PROXY protocol is bounded when its header is read,
+// on its first read (in the connection's own goroutine, so that a slow
+// header never holds the accept loop), and closed there if over the bound.
 func (l *Listener) Accept() (net.Conn, error) {
 	for {
 		c, err := l.Listener.Accept()
 		if err != nil {
 			return nil, err
 		}
+		if l.opts.PerAddress <= 0 {
+			return c, nil
+		}
+		if pc, ok := c.(*proxyproto.Conn); ok {
+			return &proxiedConn{Conn: pc, l: l}, nil
+		}
 		key, bounded := l.key(c.RemoteAddr())
 		if !bounded {
 			return c, nil
 		}
-		l.mu.Lock()
-		if l.open[key] >= l.opts.PerAddress {
-			l.mu.Unlock()
+		if !l.take(key) {
 			_ = c.Close()
-			if l.opts.OnRefused != nil {
-				l.opts.OnRefused()
-			}
 			continue
 		}
-		l.open[key]++
-		l.mu.Unlock()
 		return &conn{Conn: c, l: l, key: key}, nil
 	}
 }
 
-// Open returns how many connections the peer address a holds open, as the
-// bound counts them.
+// take counts a connection of key, or returns false (and counts it as
+// refused) when key holds PerAddress already.
+func (l *Listener) take(key netip.Prefix) bool {
+	l.mu.Lock()
+	if l.open[key] >= l.opts.PerAddress {
+		l.mu.Unlock()
+		if l.opts.OnRefused != nil {
+			l.opts.OnRefused()
+		}
+		return false
+	}
+	l.open[key]++
+	l.mu.Unlock()
+	return true
+}
+
+// Open returns how many connections the client address a holds open, as
+// the bound counts them.
 func (l *Listener) Open(a netip.Addr) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.open[prefixOf(a)]
 }
 
-func (l *Listener) key(addr net.Addr) (netip.Prefix, bool) {
-	if l.opts.PerAddress <= 0 {
-		return netip.Prefix{}, false
+func addrOf(addr net.Addr) (netip.Addr, bool) {
+	if addr == nil {
+		return netip.Addr{}, false
 	}
 	ap, err := netip.ParseAddrPort(addr.String())
 	if err != nil {
-		return netip.Prefix{}, false
+		return netip.Addr{}, false
 	}
-	a := ap.Addr().Unmap()
-	for _, p := range l.opts.Exempt {
+	return ap.Addr().Unmap(), true
+}
+
+func contains(ps []netip.Prefix, a netip.Addr) bool {
+	for _, p := range ps {
 		if p.Contains(a) {
-			return netip.Prefix{}, false
+			return true
 		}
+	}
+	return false
+}
+
+// key is what a connection from addr is counted under, if it is bounded.
+func (l *Listener) key(addr net.Addr) (netip.Prefix, bool) {
+	a, ok := addrOf(addr)
+	if !ok || contains(l.opts.Exempt, a) || contains(l.opts.ProxyProtocol, a) {
+		return netip.Prefix{}, false
 	}
 	return prefixOf(a), true
 }
@@ -131,6 +187,63 @@ func (c *conn) Close() error {
 	return err
 }
 
+// errOverBound is what the first read of a proxied connection over the
+// bound returns: the server closes the connection on it, unanswered.
+var errOverBound = errors.New("conns: the client address holds as many connections as it may")
+
+// proxiedConn is a connection of a proxy that sends the PROXY protocol:
+// its client, and so its place in the bound, is known on the first read.
+type proxiedConn struct {
+	net.Conn
+	l    *Listener
+	once sync.Once
+
+	mu      sync.Mutex // orders admit with a Close from another goroutine
+	refused bool
+	counted bool
+	closed  bool
+	key     netip.Prefix
+}
+
+func (c *proxiedConn) Read(p []byte) (int, error) {
+	c.once.Do(c.admit)
+	if c.refused {
+		return 0, errOverBound
+	}
+	return c.Conn.Read(p)
+}
+
+// admit reads the header (RemoteAddr does) and counts the connection
+// under its client, unless the client is exempt or the proxy itself.
+func (c *proxiedConn) admit() {
+	key, bounded := c.l.key(c.Conn.RemoteAddr())
+	if !bounded {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return
+	}
+	if !c.l.take(key) {
+		c.refused = true
+		_ = c.Conn.Close()
+		return
+	}
+	c.key, c.counted = key, true
+}
+
+func (c *proxiedConn) Close() error {
+	err := c.Conn.Close()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.closed && c.counted {
+		c.l.release(c.key)
+	}
+	c.closed = true
+	return err
+}
+
 // Resets closes HTTP/2 connections whose client resets far more streams
 // than it lets finish: each reset stream costs the edge a call (a token
 // check, a Redis round trip, a log line) and the client nothing. A
@@ -155,9 +268,9 @@ type streams struct {
 }
 
 // ConnContext is the http.Server's ConnContext: it gives each connection
-// its counts ([Resets]) and what it was last told ([RetryAfter]).
+// its counts ([Resets]).
 func ConnContext(ctx context.Context, _ net.Conn) context.Context {
-	return context.WithValue(context.WithValue(ctx, streamsKey{}, new(streams)), waitKey{}, new(wait))
+	return context.WithValue(ctx, streamsKey{}, new(streams))
 }
 
 // Wrap counts the streams of each HTTP/2 connection that next serves, and
