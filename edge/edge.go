@@ -30,6 +30,7 @@ import (
 	"github.com/orgedge/edge/edge/authn"
 	"github.com/orgedge/edge/edge/call"
 	"github.com/orgedge/edge/edge/classify"
+	"github.com/orgedge/edge/edge/early"
 	"github.com/orgedge/edge/edge/forward"
 	"github.com/orgedge/edge/edge/idempotency"
 	"github.com/orgedge/edge/edge/limits"
@@ -240,7 +241,7 @@ func (s *Server) serve(b *begun) *identity.Principal {
 	body := reqbody.Bound(w, r, b.c.Streaming, s.bodies)
 	e.body = body
 
-	p, rule, admitted := s.admit(w, r, b.c)
+	p, rule, admitted := s.admit(w, r, b.c, &e)
 	if admitted == nil {
 		return p
 	}
@@ -341,7 +342,7 @@ func (s *Server) enter(w *call.Recorder, r *http.Request, max int64) bool {
 // the token was valid).
 //
 //go:noinline
-func (s *Server) admit(w *call.Recorder, r *http.Request, c classify.Call) (*identity.Principal, *policy.Rule, *limits.Admission) {
+func (s *Server) admit(w *call.Recorder, r *http.Request, c classify.Call, e *ending) (*identity.Principal, *policy.Rule, *limits.Admission) {
 	pol := s.limits.Live()
 	p, rule, refusal := s.authenticate(r, c, pol)
 	if refusal != nil {
@@ -349,9 +350,13 @@ func (s *Server) admit(w *call.Recorder, r *http.Request, c classify.Call) (*ide
 		return p, rule, nil
 	}
 	ctx, span := s.tracing.Start(r.Context(), observe.SpanLimits)
-	admit := s.limits.Admit
-	if s.replays(ctx, r, c, p, rule) {
+	admit, replay := s.limits.Admit, s.replays(ctx, r, c, p, rule)
+	if replay {
 		admit = s.limits.AdmitReplay
+	}
+	if hold := s.limits.EarlyHold(c, p, rule, replay); hold.For > 0 && !s.hold(w, r, c, e, hold) {
+		span.End()
+		return p, rule, nil
 	}
 	admitted, refusal := admit(ctx, w, c, p, rule, pol)
 	span.End()
@@ -360,6 +365,32 @@ func (s *Server) admit(w *call.Recorder, r *http.Request, c classify.Call) (*ide
 		return p, rule, nil
 	}
 	return p, rule, admitted
+}
+
+// hold holds a call that its limit would refuse again until the retry
+// time the limit named (see early.Holds), and reports whether to go on and
+// decide it; false when its client left meanwhile, or when the edge is
+// past listen.max_calls_in_flight once the hold is over (then answered).
+// A held call does not count in flight, and its body's clock stops: the
+// hold is the edge's doing. The hold is part of the call's duration.
+func (s *Server) hold(w *call.Recorder, r *http.Request, c classify.Call, e *ending, hold early.Hold) bool {
+	if e.inFlight {
+		s.inFlight.Add(-1)
+		e.inFlight = false
+	}
+	e.body.Pause()
+	start := time.Now()
+	waited := hold.Wait(r.Context())
+	w.AddHeld(time.Since(start))
+	e.body.Resume()
+	if !waited {
+		return false
+	}
+	if max := int64(s.cfg.Listen.MaxCallsInFlight); max > 0 && !c.Streaming {
+		e.inFlight = s.enter(w, r, max)
+		return e.inFlight
+	}
+	return true
 }
 
 // callContext returns the admitted call's request as the next steps need

@@ -48,10 +48,10 @@ func heldCalls(t *testing.T, s *stack) float64 {
 }
 
 // TestClientIgnoringRetryAfterIsHeldAfterMaxEarlyCalls: a client that keeps
-// calling on one connection after a 429 told it to wait a minute gets its
-// next max calls refused at once, then each further call held before its
-// answer, over HTTP/1.1 (plain JSON) and HTTP/2 (gRPC). Another connection
-// is not held for the first one's calls.
+// calling after a 429 told it to wait a minute gets its next max calls
+// refused at once, then each further call held before its answer, over
+// HTTP/1.1 (plain JSON) and HTTP/2 (gRPC), on any connection: the hold
+// follows the subject and the limit, not the connection.
 func TestClientIgnoringRetryAfterIsHeldAfterMaxEarlyCalls(t *testing.T) {
 	t.Parallel()
 	const max, hold = 5, 1500 * time.Millisecond
@@ -110,15 +110,77 @@ func TestClientIgnoringRetryAfterIsHeldAfterMaxEarlyCalls(t *testing.T) {
 			if took < hold {
 				t.Errorf("the held call was answered after %v, before its hold of %v", took, hold)
 			}
-			// A new connection starts its own count.
+			// The same subject on a new connection is as early: held too.
 			other := oneConnection(t, c.h2)
-			if ce, _ := list(other); ce == nil || ce.Code() != connect.CodeResourceExhausted {
-				t.Fatalf("other connection: %v, want a refusal", ce)
+			if ce, took := list(other); ce == nil || ce.Code() != connect.CodeResourceExhausted || took < hold {
+				t.Fatalf("other connection: %v after %v, want a refusal after its hold of %v", ce, took, hold)
 			}
-			if got := heldCalls(t, s) - before; got != 1 {
-				t.Errorf("%v calls held after another connection's call, want 1", got)
+			if got := heldCalls(t, s) - before; got != 2 {
+				t.Errorf("%v calls held after the same subject's call on another connection, want 2", got)
 			}
 		})
+	}
+}
+
+// TestAHoldTouchesOnlyTheRefusedLimitOfTheRefusedSubject: a subject that
+// keeps calling ListOrganizations past its operation's rate is held, on
+// its connection, for that operation; meanwhile its GetUsage calls on the
+// same connection, and another subject's ListOrganizations calls there (a
+// proxy in front carries many), are answered at once, none held.
+func TestAHoldTouchesOnlyTheRefusedLimitOfTheRefusedSubject(t *testing.T) {
+	t.Parallel()
+	const max, hold = 2, 1500 * time.Millisecond
+	s, token := startStack(t, orgsvc.Config{}, func(c *config.Config) {
+		c.Listen.MaxEarlyCalls, c.Listen.MaxEarlyCallHold = max, hold
+		for i := range c.Operations {
+			if c.Operations[i].Procedure == svcv1connect.OrganizationServiceListOrganizationsProcedure {
+				c.Operations[i].RatePerMinute = 1
+			}
+		}
+	})
+	hc := oneConnection(t, false)
+	client := func(tok string) (*testkit.JSONClient, *testkit.JSONClient) {
+		h := http.Header{"Authorization": {"Bearer " + tok}}
+		return &testkit.JSONClient{HTTP: hc, BaseURL: s.edge.URL, Header: h}, &testkit.JSONClient{HTTP: hc, BaseURL: s.edge.URL, Header: h}
+	}
+	org, usage := client(token("free-op-flood"))
+	list := func(c *testkit.JSONClient) (*connect.Error, time.Duration) {
+		start := time.Now()
+		_, err := c.ListOrganizations(ctxT(t), req(&svcv1.ListOrganizationsRequest{}))
+		var ce *connect.Error
+		if err != nil && !errors.As(err, &ce) {
+			t.Fatal(err)
+		}
+		return ce, time.Since(start)
+	}
+	if ce, _ := list(org); ce != nil {
+		t.Fatalf("the operation's one call: %v", ce)
+	}
+	for i := range max + 1 {
+		if ce, _ := list(org); ce == nil || ce.Meta().Get("Retry-After") == "" {
+			t.Fatalf("call %d past the operation's rate: %v, want a refusal with Retry-After", i+1, ce)
+		}
+	}
+	before := heldCalls(t, s)
+	if ce, took := list(org); ce == nil || took < hold {
+		t.Fatalf("the operation past %d early calls: %v after %v, want a refusal after its hold of %v", max, ce, took, hold)
+	}
+	if got := heldCalls(t, s) - before; got != 1 {
+		t.Fatalf("%v calls held, want 1", got)
+	}
+	for i := range 10 {
+		if _, err := usage.GetUsage(ctxT(t), req(&svcv1.GetUsageRequest{})); err != nil {
+			t.Fatalf("GetUsage %d of the subject held for ListOrganizations: %v", i+1, err)
+		}
+	}
+	other, _ := client(token("free-op-other"))
+	for i := range 3 {
+		if ce, _ := list(other); i == 0 && ce != nil {
+			t.Fatalf("another subject's first call on the connection: %v", ce)
+		}
+	}
+	if got := heldCalls(t, s) - before; got != 1 {
+		t.Errorf("%v calls held after the subject's other operation and another subject's calls, want 1 (only the first)", got)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,6 +29,7 @@ import (
 	"github.com/orgedge/edge/edge/classify"
 	"github.com/orgedge/edge/edge/conns"
 	"github.com/orgedge/edge/edge/cors"
+	"github.com/orgedge/edge/edge/early"
 	"github.com/orgedge/edge/edge/idempotency"
 	"github.com/orgedge/edge/edge/limits"
 	"github.com/orgedge/edge/edge/observe"
@@ -102,15 +104,26 @@ func New(cfg *config.Config, log *slog.Logger, version string, opts ...Option) (
 		}
 		clientAddr.TrustedProxies = append(clientAddr.TrustedProxies, pfx)
 	}
+	reg := prometheus.NewRegistry()
+	sharedAddrs := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "edge_client_addresses_shared_total",
+		Help: "Client addresses from which tokens of listen.client_address.warn_subjects_per_address subjects came: usually a proxy in front that listen.client_address does not name.",
+	})
+	reg.MustRegister(sharedAddrs)
 	auth := authn.New(verifier, authn.Options{
 		CacheSize:     cfg.OIDC.TokenCacheSize,
 		ClockSkew:     cfg.OIDC.ClockSkew,
 		RefusedCache:  cfg.OIDC.RefusedTokenCacheSize,
 		FailureLimit:  authn.FailureLimit{PerMinute: cfg.OIDC.FailureLimit.PerMinute, Burst: cfg.OIDC.FailureLimit.Burst},
 		ClientAddress: clientAddr,
+		SharedAddress: authn.SharedAddress{Subjects: cfg.Listen.ClientAddress.WarnSubjectsPerAddress,
+			Found: func(addr netip.Addr, subjects int) {
+				sharedAddrs.Inc()
+				log.Warn("tokens of many subjects come from one client address: if it is a proxy or load balancer, name it in listen.client_address (trusted_proxies, with proxy_protocol or header), or every bound kept per address is shared by all its clients (docs/operations.md, \"Behind a proxy or load balancer\")",
+					"client_address", addr.String(), "subjects", subjects)
+			}},
 	})
 
-	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "edge_log_lines_dropped_total",
@@ -151,7 +164,19 @@ func New(cfg *config.Config, log *slog.Logger, version string, opts ...Option) (
 	if cfg.Upstream.AdminURL != "" {
 		a.reconciler = limits.NewReconciler(envs, cfg.Upstream.AdminURL, cfg.Limits.ReconcileInterval, log)
 	}
+	heldCalls := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "edge_early_calls_held_total",
+		Help: "Calls held until the retry time a refusal of the same limit told their subject (Retry-After), after listen.max_early_calls early calls in a row.",
+	})
+	reg.MustRegister(heldCalls)
+	holds := early.New(early.Options{Max: cfg.Listen.MaxEarlyCalls, MaxHold: cfg.Listen.MaxEarlyCallHold,
+		MaxHeld: cfg.Listen.MaxHeldCallsPerSubject, OnHold: heldCalls.Inc})
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "edge_calls_held",
+		Help: "Calls held now until the retry time a refusal of the same limit told their subject (listen.max_early_calls).",
+	}, func() float64 { return float64(holds.Held()) }))
 	step := limits.New(limits.NewLive(cfg), limits.Options{
+		Early:          holds,
 		Rates:          rates,
 		Streams:        quota.NewStreams(a.redis, streamOpts),
 		Envs:           envs,
@@ -209,17 +234,17 @@ func New(cfg *config.Config, log *slog.Logger, version string, opts ...Option) (
 		Name: "edge_http2_errors_total",
 		Help: "HTTP/2 protocol errors of API clients, by Go's name for them.",
 	}, []string{"type"})
-	heldCalls := prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "edge_early_calls_held_total",
-		Help: "Calls held until the time an earlier answer on their connection told the client to wait (Retry-After), after listen.max_early_calls early calls in a row.",
-	})
-	reg.MustRegister(connsClosed, h2Errors, heldCalls)
+	reg.MustRegister(connsClosed, h2Errors)
 	exempt := cfg.Listen.ConnectionBoundExempt
 	if exempt == nil {
 		exempt = cfg.Listen.ClientAddress.TrustedProxies
 	}
 	a.connBounds = conns.Options{PerAddress: cfg.Listen.MaxConnectionsPerAddress,
-		OnRefused: connsClosed.WithLabelValues("per_address").Inc}
+		ReadHeaderTimeout: cfg.Listen.ReadHeaderTimeout,
+		OnRefused:         connsClosed.WithLabelValues("per_address").Inc}
+	if cfg.Listen.ClientAddress.ProxyProtocol {
+		a.connBounds.ProxyProtocol = clientAddr.TrustedProxies
+	}
 	for _, e := range exempt {
 		pfx, err := config.ParsePrefix(e)
 		if err != nil {
@@ -228,8 +253,6 @@ func New(cfg *config.Config, log *slog.Logger, version string, opts ...Option) (
 		a.connBounds.Exempt = append(a.connBounds.Exempt, pfx)
 	}
 	resets := conns.Resets{Max: cfg.Listen.MaxResetsPerConnection, OnClose: connsClosed.WithLabelValues("resets").Inc}
-	early := conns.RetryAfter{Max: cfg.Listen.MaxEarlyCalls, MaxHold: cfg.Listen.MaxEarlyCallHold, OnHold: heldCalls.Inc,
-		PolicyReplaced: step.PolicyReplaced}
 	var apiTLS *tls.Config
 	if cfg.Listen.TLS.CertFile != "" {
 		pair, err := certfile.Load(cfg.Listen.TLS.CertFile, cfg.Listen.TLS.KeyFile)
@@ -245,7 +268,7 @@ func New(cfg *config.Config, log *slog.Logger, version string, opts ...Option) (
 	a.api = &http.Server{
 		TLSConfig:         apiTLS,
 		Addr:              cfg.Listen.Addr,
-		Handler:           resets.Wrap(early.Wrap(a.cors.Wrap(webtext.Wrap(reflect.Wrap(handler))))),
+		Handler:           resets.Wrap(a.cors.Wrap(webtext.Wrap(reflect.Wrap(handler)))),
 		ConnContext:       conns.ConnContext,
 		Protocols:         &protocols,
 		ReadHeaderTimeout: cfg.Listen.ReadHeaderTimeout,

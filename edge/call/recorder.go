@@ -51,6 +51,9 @@ type Recorder struct {
 	// sent: the call left for the backend with time left, so a deadline
 	// that ran out afterwards ran out while the backend held it.
 	sent atomic.Bool
+	// held is how long the edge held the call before deciding it (a
+	// client that ignored Retry-After: edge/early).
+	held time.Duration
 }
 
 // NewRecorder records what goes out to w for call c.
@@ -80,6 +83,12 @@ func (r *Recorder) SetUnavailableReason(reason string) { r.reason = reason }
 // SetReplayedCode is how the idempotency step tells the code of the answer
 // it replays.
 func (r *Recorder) SetReplayedCode(code string) { r.replayCode = code }
+
+// AddHeld notes that the edge held the call for d before deciding it.
+func (r *Recorder) AddHeld(d time.Duration) { r.held += d }
+
+// Held is how long the edge held the call before deciding it.
+func (r *Recorder) Held() time.Duration { return r.held }
 
 // SetClientDeadline records that the client chose a deadline shorter than
 // the edge's cap.

@@ -22,6 +22,7 @@ import (
 	"github.com/orgedge/edge/config"
 	"github.com/orgedge/edge/edge/apierror"
 	"github.com/orgedge/edge/edge/classify"
+	"github.com/orgedge/edge/edge/early"
 	"github.com/orgedge/edge/edge/policy"
 	"github.com/orgedge/edge/edge/quota"
 	"github.com/orgedge/edge/edge/ratelimit"
@@ -46,6 +47,7 @@ type Step struct {
 	log       *slog.Logger
 	obs       Observer
 	live      atomic.Pointer[Live] // see Live and SetLive
+	early     *early.Holds         // nil: no call is held
 	shadows   shadowLog
 	late      lateConfirms // confirmations Redis refused, retried
 }
@@ -63,12 +65,15 @@ type Options struct {
 	Log            *slog.Logger
 	// Observer counts what the step decides; nil: nothing is counted.
 	Observer Observer
+	// Early holds the calls of subjects that ignore the retry times of the
+	// step's refusals (see EarlyHold); nil: none is held.
+	Early *early.Holds
 }
 
 // New returns the limit step, deciding under live until SetLive.
 func New(live *Live, o Options) *Step {
 	l := &Step{Rates: o.Rates, Streams: o.Streams, Envs: o.Envs, Reconciler: o.Reconciler,
-		onFailure: o.OnRedisFailure, now: time.Now, log: o.Log, obs: o.Observer}
+		onFailure: o.OnRedisFailure, now: time.Now, log: o.Log, obs: o.Observer, early: o.Early}
 	if l.log == nil {
 		l.log = slog.Default()
 	}
@@ -101,6 +106,30 @@ const (
 	PlanLimit       = "plan"
 	OperationPrefix = "op:"
 )
+
+// quotaLimit names the environment quotas to early.Holds: a refusal by a
+// monthly quota names the month's end as the retry time.
+const quotaLimit = "quota"
+
+// EarlyHold returns the hold of a call (zero For: none) whose subject was
+// lately refused, and told when to retry, by a limit that decides this
+// call too, and that has called early too often since (early.Holds). A
+// replay (see AdmitReplay) is decided by the plan's limits alone. The
+// caller waits the hold out (Hold.Wait) and then calls Admit.
+func (l *Step) EarlyHold(c classify.Call, p *identity.Principal, rule *policy.Rule, replay bool) early.Hold {
+	if l.early == nil || !l.early.Remembers() {
+		return early.Hold{}
+	}
+	var buf [4]string
+	names := append(buf[:0], PlanLimit, ratelimit.DailyName)
+	if rule.RatePerMinute > 0 && !replay {
+		names = append(names, OperationPrefix+c.Method)
+	}
+	if rule.Quota == config.QuotaReserveEnvironment && !replay {
+		names = append(names, quotaLimit)
+	}
+	return l.early.Arrive(p.Subject, names, l.now())
+}
 
 // Admission is what the limit step holds while a call runs.
 type Admission struct {
@@ -202,6 +231,7 @@ func (l *Step) admitCall(ctx context.Context, w http.ResponseWriter, c classify.
 	}
 	if !d.Allowed {
 		a.Done(ctx) // the lease and the reservation go back: nothing is consumed
+		l.early.Told(p.Subject, d.Refused, l.now(), d.RetryAfter, pol.Replaced())
 		l.decided(ctx, planName, d.Refused, false)
 		return nil, rateRefusal(d, planName)
 	}
@@ -257,6 +287,9 @@ func (l *Step) hold(ctx context.Context, w http.ResponseWriter, a *Admission, c 
 		l.obs.Reservation(ReservationRefused)
 		a.Done(ctx)
 		setQuotaHeaders(w.Header(), string(qe.Kind), qe.Limit, qe.RetryAt, monthWindow(qe), l.now())
+		if !qe.RetryAt.IsZero() {
+			l.early.Told(p.Subject, quotaLimit, l.now(), qe.RetryAt.Sub(l.now()), pol.Replaced())
+		}
 		return quotaRefusal(qe, l.now())
 	case err != nil && q.Bounded():
 		// A quota that cannot be checked is not granted, whatever the

@@ -47,6 +47,10 @@ func (a AccessLog) Write(r *http.Request, c classify.Call, p *identity.Principal
 	if c.Procedure == "" {
 		attrs[0] = slog.String("path", call.Clip(r.URL.Path))
 	}
+	if held := rec.Held(); held > 0 {
+		// Part of duration_ms: the wait of a client that ignored Retry-After.
+		attrs = append(attrs, slog.Float64("held_ms", float64(held.Microseconds())/1000))
+	}
 	if p != nil {
 		attrs = append(attrs, slog.String("subject", p.Hash()), slog.String("plan", p.Plan))
 	}

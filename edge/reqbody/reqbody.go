@@ -76,6 +76,22 @@ func (b *Body) End() {
 	}
 }
 
+// Pause stops the body's clock while the edge holds the call before
+// reading it (edge/early); Resume starts it again, with the whole timeout
+// from then. Safe on a nil Body.
+func (b *Body) Pause() {
+	if b != nil {
+		b.timed.Pause()
+	}
+}
+
+// Resume: see Pause.
+func (b *Body) Resume() {
+	if b != nil {
+		b.timed.Resume()
+	}
+}
+
 // Cut reports whether the edge cut the body: it passed its size bound or
 // missed its deadline. Safe from any goroutine (the proxy reads the body in
 // the transport's); false on a nil Body.

@@ -152,6 +152,22 @@ func (b *Body) End() {
 	b.mu.Unlock()
 }
 
+// Pause clears the deadline while the server holds the call before any
+// of its body is read (edge/early); Resume sets it again, from then. Both
+// are safe on a nil Body, and do nothing once the body is in.
+func (b *Body) Pause() {
+	if b != nil && !b.over && b.read == 0 {
+		b.unset()
+	}
+}
+
+// Resume: see Pause.
+func (b *Body) Resume() {
+	if b != nil && !b.over && b.read == 0 {
+		b.set()
+	}
+}
+
 func (b *Body) clear() {
 	if !b.over {
 		b.over = true
