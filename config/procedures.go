@@ -88,6 +88,19 @@ func LookupProcedure(procedure string) (info ProcedureInfo, ok bool) {
 	return info, ok
 }
 
+// BuiltinProcedures are the procedures the edge answers itself instead of
+// the backend: gRPC server reflection, v1 and v1alpha (edge/reflection), so
+// that grpcurl and buf curl need no schema of their own. They go through
+// the chain like any call: classified, bounded, authenticated, limited,
+// logged and counted (docs/api.md, "Reflection"). They are not rows of the
+// operation table: the edge's policy gives them their rule (edge/policy).
+var BuiltinProcedures = map[string]ProcedureInfo{
+	"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo": {Service: "grpc.reflection.v1.ServerReflection",
+		Method: "ServerReflectionInfo", ClientStreaming: true, ServerStreaming: true, NoSideEffects: true},
+	"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo": {Service: "grpc.reflection.v1alpha.ServerReflection",
+		Method: "ServerReflectionInfo", ClientStreaming: true, ServerStreaming: true, NoSideEffects: true},
+}
+
 // readPrefixes mark the methods every service-account role may call.
 var readPrefixes = []string{"Get", "List", "Watch", "Search"}
 

@@ -55,23 +55,28 @@ type Options struct {
 	// TracerProvider makes the edge's spans; nil: the global provider
 	// (otel.GetTracerProvider), a no-op unless the process set one up.
 	TracerProvider trace.TracerProvider
+	// Builtins answer the procedures the edge serves itself
+	// (config.BuiltinProcedures) in place of the backend, once the chain
+	// admitted the call.
+	Builtins map[string]http.Handler
 }
 
 // Server is the edge's API handler.
 type Server struct {
-	cfg     *config.Config
-	auth    *authn.Authenticator
-	procs   classify.Procedures
-	forward *forward.Step
-	pool    *proxy.Pool
-	log     *slog.Logger
-	access  observe.AccessLog
-	metrics *observe.Metrics
-	limits  *limits.Step
-	idem    *idempotency.Step
-	usage   http.Handler
-	bodies  reqbody.Options
-	tracing observe.Tracing
+	cfg      *config.Config
+	auth     *authn.Authenticator
+	procs    classify.Procedures
+	forward  *forward.Step
+	pool     *proxy.Pool
+	log      *slog.Logger
+	access   observe.AccessLog
+	metrics  *observe.Metrics
+	limits   *limits.Step
+	idem     *idempotency.Step
+	usage    http.Handler
+	builtins map[string]http.Handler
+	bodies   reqbody.Options
+	tracing  observe.Tracing
 	// pseudonym names this edge in the Via of what it sends the backend:
 	// a call that comes back naming it is refused (proxy.CameBack).
 	pseudonym string
@@ -94,13 +99,14 @@ func New(o Options) (*Server, error) {
 		ups = append(ups, up)
 	}
 	s := &Server{
-		cfg:     o.Config,
-		auth:    o.Auth,
-		procs:   o.Procedures,
-		log:     o.Logger,
-		metrics: o.Metrics,
-		limits:  o.Limits,
-		idem:    o.Idempotency,
+		cfg:      o.Config,
+		auth:     o.Auth,
+		procs:    o.Procedures,
+		log:      o.Logger,
+		metrics:  o.Metrics,
+		limits:   o.Limits,
+		idem:     o.Idempotency,
+		builtins: o.Builtins,
 		bodies: reqbody.Options{MaxBytes: int64(o.Config.Requests.MaxBodyBytes),
 			Timeout: o.Config.Requests.BodyTimeout, MessageTimeout: o.Config.Requests.StreamMessageTimeout},
 		tracing:   observe.NewTracing(o.TracerProvider),
@@ -254,6 +260,10 @@ func (s *Server) serve(b *begun) *identity.Principal {
 		e.streamClosed = s.metrics.StreamOpened(b.c)
 	}
 	r, e.cancel = s.callContext(b, p, rule, admitted, body)
+	if h := s.builtins[b.c.Procedure]; h != nil {
+		h.ServeHTTP(w, r)
+		return p
+	}
 	if s.idem != nil && !b.c.Streaming {
 		s.idempotency(w, r, b.c, p.Subject, rule.Idempotent, admitted.Replayed())
 		return p

@@ -28,13 +28,13 @@ import (
 // reflection client, as grpcurl and buf curl use it, lists the API's
 // services through the edge (v1 and v1alpha) and gets the file that
 // describes WatchEnvironment as a server stream, with a token of any role;
-// without a token it is unauthenticated. Reflection is not charged: a
-// subject whose plan admits one call still makes it after three
-// reflection streams. Before, the edge answered unimplemented
-// (UNKNOWN_PROCEDURE).
+// without a token it is unauthenticated. Reflection goes through the
+// chain like any call and is charged like one: a subject whose plan admits
+// four calls makes one more after three reflection streams, and is refused
+// the next.
 func TestGRPCReflectionThroughTheEdgeListsAndDescribesTheAPI(t *testing.T) {
 	t.Parallel()
-	s, token := startStack(t, orgsvc.Config{}, tinyPlan(1))
+	s, token := startStack(t, orgsvc.Config{}, tinyPlan(4))
 	conn, err := grpc.NewClient(strings.TrimPrefix(s.edge.URL, "http://"), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -116,8 +116,13 @@ func TestGRPCReflectionThroughTheEdgeListsAndDescribesTheAPI(t *testing.T) {
 		t.Fatalf("without a token: %v, want unauthenticated", err)
 	}
 
-	// The plan (one call) is untouched by the three reflection streams.
+	// The plan (four calls) admits one more after the three reflection
+	// streams, and no other.
 	if err := conn.Invoke(viewer, "/svc.v1.OrganizationService/ListOrganizations", &svcv1.ListOrganizationsRequest{}, new(svcv1.ListOrganizationsResponse)); err != nil {
-		t.Fatalf("the one call the plan admits, after reflection: %v", err)
+		t.Fatalf("the fourth call the plan admits, after three reflection streams: %v", err)
+	}
+	err = conn.Invoke(viewer, "/svc.v1.OrganizationService/ListOrganizations", &svcv1.ListOrganizationsRequest{}, new(svcv1.ListOrganizationsResponse))
+	if status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("the fifth call: %v, want resource_exhausted (reflection is charged)", err)
 	}
 }

@@ -138,6 +138,9 @@ func New(cfg *config.Config, log *slog.Logger, version string, opts ...Option) (
 	for name, info := range config.Procedures() {
 		procs[name] = info.Streaming()
 	}
+	for name, info := range config.BuiltinProcedures {
+		procs[name] = info.Streaming()
+	}
 	a := &App{cfg: cfg, log: log, failed: make(chan error, 2)}
 	var redisCert *certfile.Pair
 	if a.redis, redisCert, err = newRedisClient(cfg.Redis); err != nil {
@@ -196,8 +199,13 @@ func New(cfg *config.Config, log *slog.Logger, version string, opts ...Option) (
 	if a.reconciler != nil {
 		settle = a.reconciler.Settle
 	}
+	reflect := reflection.New(reflection.Options{Timeout: cfg.Requests.MaxUnaryTimeout, MaxBytes: int64(cfg.Requests.MaxBodyBytes)})
+	builtins := map[string]http.Handler{}
+	for name := range config.BuiltinProcedures {
+		builtins[name] = reflect
+	}
 	handler, err := edge.New(edge.Options{
-		Config: cfg, Auth: auth, Procedures: procs, Logger: log, Limits: step, Idempotency: idem,
+		Config: cfg, Auth: auth, Procedures: procs, Logger: log, Limits: step, Idempotency: idem, Builtins: builtins,
 		Metrics:        metrics,
 		TracerProvider: o.tracerProvider,
 	})
@@ -207,7 +215,6 @@ func New(cfg *config.Config, log *slog.Logger, version string, opts ...Option) (
 	}
 	a.edge = handler
 	a.cors = cors.New(cfg.CORS, clientAddr)
-	reflect := reflection.New(reflection.Options{Auth: auth, Timeout: cfg.Requests.MaxUnaryTimeout, MaxBytes: int64(cfg.Requests.MaxBodyBytes)})
 	checks := []admin.Check{{Name: "issuer", Func: verifier.Ready}}
 	if cfg.Limits.OnRedisFailure == config.FailClosed {
 		// Under fail_closed a replica that cannot reach Redis refuses every
@@ -268,7 +275,7 @@ func New(cfg *config.Config, log *slog.Logger, version string, opts ...Option) (
 	a.api = &http.Server{
 		TLSConfig:         apiTLS,
 		Addr:              cfg.Listen.Addr,
-		Handler:           resets.Wrap(a.cors.Wrap(webtext.Wrap(reflect.Wrap(handler)))),
+		Handler:           resets.Wrap(a.cors.Wrap(webtext.Wrap(handler))),
 		ConnContext:       conns.ConnContext,
 		Protocols:         &protocols,
 		ReadHeaderTimeout: cfg.Listen.ReadHeaderTimeout,

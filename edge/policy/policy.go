@@ -29,14 +29,35 @@ func (r *Rule) Allows(p *identity.Principal) bool {
 }
 
 // Table maps procedures to rules.
-type Table struct{ rules map[string]*Rule }
+type Table struct {
+	rules map[string]*Rule
+	// builtins are the rules of config.BuiltinProcedures, which the edge
+	// answers itself: any caller with a valid token (a service account of
+	// any role the table names), read-only, each open stream counted
+	// against the subject's stream cap (the largest concurrent_streams of
+	// the table, which every stream of the subject shares), and the plan's
+	// rate and daily cap like any call.
+	builtins map[string]*Rule
+}
 
 // New builds the table from validated configuration.
 func New(ops []config.Operation) *Table {
-	t := &Table{rules: make(map[string]*Rule, len(ops))}
+	t := &Table{rules: make(map[string]*Rule, len(ops)), builtins: map[string]*Rule{}}
+	var roles []string
+	streams := 0
 	for _, op := range ops {
 		op.ServiceAccountRoles = slices.Clone(op.ServiceAccountRoles)
 		t.rules[op.Procedure] = &Rule{op}
+		for _, r := range op.ServiceAccountRoles {
+			if !slices.Contains(roles, r) {
+				roles = append(roles, r)
+			}
+		}
+		streams = max(streams, op.ConcurrentStreams)
+	}
+	slices.Sort(roles)
+	for name := range config.BuiltinProcedures {
+		t.builtins[name] = &Rule{config.Operation{Procedure: name, ServiceAccountRoles: roles, ReadOnly: true, ConcurrentStreams: streams}}
 	}
 	return t
 }
@@ -46,6 +67,9 @@ func New(ops []config.Operation) *Table {
 // every procedure has one.
 func (t *Table) Rule(procedure string) *Rule {
 	if r, ok := t.rules[procedure]; ok {
+		return r
+	}
+	if r, ok := t.builtins[procedure]; ok {
 		return r
 	}
 	return &Rule{config.Operation{Procedure: procedure}}

@@ -1,13 +1,13 @@
 // Package reflection answers gRPC server reflection (grpc.reflection.v1
 // and v1alpha) at the edge, from the API's compiled descriptors (gen/),
-// so that grpcurl and buf curl need no schema of their own. A reflection
-// call is authenticated like any call, with the same authenticator (its
-// cache and its per-address bound on failures), and refused in the
-// caller's protocol; any valid token may read the schema, which is the
-// API's published contract. It is not charged to any plan: it reads
-// nothing but memory, and each stream is bounded in time.
+// so that grpcurl and buf curl need no schema of their own. Any valid
+// token may read the schema, which is the API's published contract.
 //
-// It is not the backend's reflection: the edge never forwards these calls.
+// It is only the answer: the chain brings a reflection call here after
+// every step any call goes through (classification, the body's bounds,
+// authentication, the subject's stream cap and plan rate, the calls in
+// flight, the access line and the metrics), in place of the backend. The
+// edge never forwards these calls.
 package reflection
 
 import (
@@ -20,35 +20,31 @@ import (
 	"connectrpc.com/grpcreflect"
 
 	"github.com/orgedge/edge/config"
-	"github.com/orgedge/edge/edge/apierror"
-	"github.com/orgedge/edge/edge/authn"
 )
 
-// Procedures are the two reflection procedures the edge answers.
-var Procedures = []string{
-	"/" + grpcreflect.ReflectV1ServiceName + "/ServerReflectionInfo",
-	"/" + grpcreflect.ReflectV1AlphaServiceName + "/ServerReflectionInfo",
-}
+// MaxMessageBytes bounds one reflection request message: a request names a
+// symbol or a file, never more than a few hundred bytes. A client that
+// declares a larger message is refused before any of it is read.
+const MaxMessageBytes = 16 << 10
 
 // Options are what reflection needs.
 type Options struct {
-	// Auth authenticates every reflection call.
-	Auth *authn.Authenticator
 	// Timeout bounds one reflection stream (requests.max_unary_timeout):
 	// a client asks its few questions at once.
 	Timeout time.Duration
-	// MaxBytes bounds one request message (requests.max_body_bytes).
+	// MaxBytes bounds one request message (requests.max_body_bytes), at
+	// most MaxMessageBytes.
 	MaxBytes int64
 }
 
-// Step answers reflection calls.
-type Step struct {
+// Handler answers reflection calls.
+type Handler struct {
 	o   Options
 	mux *http.ServeMux
 }
 
-// New returns the step, reflecting every service of the API.
-func New(o Options) *Step {
+// New returns the handler, reflecting every service of the API.
+func New(o Options) *Handler {
 	var services []string
 	for _, p := range config.Procedures() {
 		if !slices.Contains(services, p.Service) {
@@ -58,26 +54,15 @@ func New(o Options) *Step {
 	slices.Sort(services)
 	r := grpcreflect.NewStaticReflector(services...)
 	mux := http.NewServeMux()
-	opt := connect.WithReadMaxBytes(int(o.MaxBytes))
+	opt := connect.WithReadMaxBytes(int(min(o.MaxBytes, MaxMessageBytes)))
 	mux.Handle(grpcreflect.NewHandlerV1(r, opt))
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(r, opt))
-	return &Step{o: o, mux: mux}
+	return &Handler{o: o, mux: mux}
 }
 
-// Wrap returns next behind the step: reflection calls are answered here,
-// every other call goes to next.
-func (s *Step) Wrap(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !slices.Contains(Procedures, r.URL.Path) {
-			next.ServeHTTP(w, r)
-			return
-		}
-		if _, err := s.o.Auth.AuthenticateRequest(r.Context(), r); err != nil {
-			apierror.Write(w, r, authn.Refusal(err, false))
-			return
-		}
-		ctx, cancel := context.WithTimeout(r.Context(), s.o.Timeout)
-		defer cancel()
-		s.mux.ServeHTTP(w, r.WithContext(ctx))
-	})
+// ServeHTTP answers one reflection call, within Options.Timeout.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), h.o.Timeout)
+	defer cancel()
+	h.mux.ServeHTTP(w, r.WithContext(ctx))
 }
