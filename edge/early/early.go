@@ -19,6 +19,7 @@ package early
 
 import (
 	"context"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -166,7 +167,7 @@ func (h *Holds) Arrive(subject string, limits []string, now time.Time) Hold {
 			t.holding = true
 		}
 		if t.holding {
-			if d := min(t.notBefore.Sub(now), h.o.MaxHold); d > hold.For {
+			if d := min(t.notBefore.Sub(now)+spread(t.notBefore.Sub(t.at)), h.o.MaxHold); d > hold.For {
 				hold.For, hold.Ended = d, t.policy
 			}
 		}
@@ -223,6 +224,18 @@ func (h *Holds) Held() int {
 		n += c
 	}
 	return n
+}
+
+// spread is a random part of a hold past the retry time, up to half the
+// time the refusal named (at most a second): a flooder's held calls, all
+// told the same time, are decided one after another instead of all at
+// once, which would delay whoever else the edge serves at that instant.
+func spread(told time.Duration) time.Duration {
+	window := min(told/2, time.Second)
+	if window <= 0 {
+		return 0
+	}
+	return rand.N(window)
 }
 
 // replaced reports whether c, if any, is closed.
