@@ -52,7 +52,10 @@ func freeLoopbackPort(t *testing.T) int {
 // test's) until the test ends, once it accepts connections on addr.
 func startNginx(t *testing.T, conf, addr string) {
 	t.Helper()
-	bin := testenv.Command(t, "nginx")
+	bin := "/usr/sbin/nginx" // Debian's, off a user's PATH
+	if _, err := os.Stat(bin); err != nil {
+		bin = testenv.Command(t, "nginx")
+	}
 	if _, err := os.Stat(nginxStreamModule); err != nil {
 		testenv.Missing(t, "libnginx-mod-stream", "run the tests with scripts/test, which installs it")
 	}
