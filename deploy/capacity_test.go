@@ -1,11 +1,14 @@
 package deploy_test
 
 import (
+	"math"
 	"os"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/orgedge/edge/config"
 )
 
 // operationsDoc is docs/operations.md with its lines joined by single
@@ -87,5 +90,53 @@ func TestKubernetesMemoryRequestHoldsTheCapacityPlansModel(t *testing.T) {
 	}
 	if g := bytesOf(t, gomemlimit); g < request || g >= limit {
 		t.Errorf("GOMEMLIMIT %s is not between the memory request %s and the limit %s", gomemlimit, c.Resources.Requests["memory"], c.Resources.Limits["memory"])
+	}
+}
+
+// TestAccessLogSamplingDefaultIsOneAnOperatorKeepsAndItsCostIsDocumented:
+// log.sample_ok samples successful calls by default (every call's line is
+// tens of GB a day at 1,000 calls/s), and docs/operations.md's table of
+// what each setting writes agrees with the line size it states and marks
+// the default.
+func TestAccessLogSamplingDefaultIsOneAnOperatorKeepsAndItsCostIsDocumented(t *testing.T) {
+	def := config.Default().Log.SampleOK
+	if def <= 0 || def >= 1 {
+		t.Fatalf("log.sample_ok defaults to %v: want a fraction of successful calls (1 writes about 26 GB a day per 1,000 calls/s; 0 none to find a call by)", def)
+	}
+	doc := operationsDoc(t)
+	size := regexp.MustCompile(`An access line is about (\d+) B`).FindStringSubmatch(doc)
+	if size == nil {
+		t.Fatal(`docs/operations.md does not say how large an access line is ("An access line is about N B")`)
+	}
+	rows := regexp.MustCompile(`\| ([\d.]+)( \(default\))? \| ([\d.]+) million \| ([\d.]+) GB \|`).FindAllStringSubmatch(doc, -1)
+	if len(rows) < 2 {
+		t.Fatalf("docs/operations.md's \"Access log volume\" has %d rows of sample_ok, lines and bytes a day", len(rows))
+	}
+	marked := 0
+	for _, r := range rows {
+		f := number(t, r[1])
+		lines := f * 1000 * 86400
+		if got := number(t, r[3]) * 1e6; math.Abs(got-lines) > 0.01*lines {
+			t.Errorf("sample_ok %s: %s million lines a day, want %.3g million at 1,000 calls/s", r[1], r[3], lines/1e6)
+		}
+		if got, want := number(t, r[4])*1e9, lines*number(t, size[1]); math.Abs(got-want) > 0.05*want {
+			t.Errorf("sample_ok %s: %s GB a day, want %.2g GB at %s B a line", r[1], r[4], want/1e9, size[1])
+		}
+		if r[2] != "" {
+			marked++
+			if f != def {
+				t.Errorf("docs/operations.md marks %s as the default; it is %v", r[1], def)
+			}
+		}
+	}
+	if marked != 1 {
+		t.Errorf("docs/operations.md marks %d rows (default), want the one of %v", marked, def)
+	}
+	edgeDoc, err := os.ReadFile("../docs/edge.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "`log.sample_ok` (default " + strconv.FormatFloat(def, 'f', -1, 64) + ")"; !strings.Contains(string(edgeDoc), want) {
+		t.Errorf("docs/edge.md does not say %s", want)
 	}
 }
