@@ -515,7 +515,8 @@ type Log struct {
 	Level string `yaml:"level"`
 	// SampleOK is the fraction (0 to 1) of successful calls whose access
 	// line is written; calls with any other outcome always get theirs.
-	// Default 1: every call.
+	// Default 0.1: a line for every call is about 26 GB a day per 1,000
+	// calls/s (docs/operations.md, "Access log volume").
 	SampleOK float64 `yaml:"sample_ok"`
 	// CanceledPerSecond bounds the access lines of calls that their client
 	// canceled before the answer (code canceled) to this many a second;

@@ -128,7 +128,7 @@ func Default() *Config {
 		Log: Log{
 			Format:      "json",
 			Level:       "info",
-			SampleOK:    1,
+			SampleOK:    0.1,
 			BufferBytes: 4 * MiB,
 
 			CanceledPerSecond: 10,

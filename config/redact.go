@@ -13,7 +13,8 @@ import (
 )
 
 // redactedSecret stands in for a secret that is set. An unset secret stays
-// empty, so that the log still tells the two apart.
+// empty, so that the log still tells the two apart. It is refused as a
+// secret's value (checkSecret).
 const redactedSecret = "REDACTED"
 
 // These methods take values, not pointers, so that a Config or Redis
@@ -22,7 +23,9 @@ const redactedSecret = "REDACTED"
 // String returns the configuration as YAML, with redis.password and
 // redis.sentinel.password redacted, and redis.tls.enabled true whenever the
 // connection to Redis is encrypted (a rediss:// address turns TLS on too).
-// The output loads back with Parse, password aside.
+// The output loads back with Parse, passwords aside: Validate refuses the
+// placeholder, so a printed configuration saved as a file needs its
+// secrets given again (their EDGE_* variables) before an edge runs with it.
 func (c Config) String() string {
 	c.Redis = c.Redis.printed()
 	out, err := yaml.Marshal(c)

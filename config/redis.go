@@ -60,6 +60,11 @@ func (r Redis) Target() (RedisTarget, error) {
 func splitRedisAddr(a string) (hostPort string, secure bool, err error) {
 	scheme, rest, ok := strings.Cut(a, "://")
 	if !ok {
+		// "pass@host:6379" would dial a host named "pass@host", and is
+		// printed as "REDACTED@host:6379".
+		if strings.Contains(a, "@") {
+			return "", false, fmt.Errorf("%q: only host:port; set username and password (EDGE_REDIS_PASSWORD) instead", redactURL(a))
+		}
 		return a, false, nil
 	}
 	switch scheme {

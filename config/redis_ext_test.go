@@ -42,6 +42,13 @@ func TestRedisAddressesAndTLSAreValidated(t *testing.T) {
 	}{
 		{"password in a URL is refused and not repeated", func(r *config.Redis) { r.Addr = "rediss://edge:s3cret@r:6380" },
 			`redis: "rediss://REDACTED@r:6380": only host:port may follow rediss://`},
+		{"password before an address without a scheme is refused and not repeated", func(r *config.Redis) { r.Addr = "s3cret@r:6379" },
+			`redis: "REDACTED@r:6379": only host:port; set username and password`},
+		{"the printed placeholder for a password", func(r *config.Redis) { r.Password = "REDACTED" },
+			`redis.password: "REDACTED" is the placeholder ` + "`edge -check-config -print`" + ` writes for a secret, not the secret: set the real one, preferably in EDGE_REDIS_PASSWORD`},
+		{"the printed placeholder for the sentinels' password", func(r *config.Redis) {
+			r.Sentinel = config.RedisSentinel{MasterName: "m", Addrs: []string{"s:26379"}, Password: "REDACTED"}
+		}, `redis.sentinel.password: "REDACTED" is the placeholder`},
 		{"unknown scheme", func(r *config.Redis) { r.Addr = "http://r:6379" }, `redis: "http://r:6379": the scheme must be redis:// or rediss://`},
 		{"mixed schemes", func(r *config.Redis) { r.ClusterAddrs = []string{"rediss://a:1", "b:2"} }, "redis: mixes rediss:// and plain addresses"},
 		{"sentinel without master", func(r *config.Redis) { r.Sentinel.Addrs = []string{"s:26379"} }, "redis.sentinel.master_name: must be set"},

@@ -362,6 +362,8 @@ func checkRoleClaims(p *problems, path string, claims []string) {
 }
 
 func checkRedis(p *problems, r Redis) {
+	checkSecret(p, "redis.password", "EDGE_REDIS_PASSWORD", r.Password)
+	checkSecret(p, "redis.sentinel.password", "EDGE_REDIS_SENTINEL_PASSWORD", r.Sentinel.Password)
 	t, err := r.Target()
 	if err != nil {
 		p.add("redis", "%v", err)
@@ -395,6 +397,16 @@ func checkRedis(p *problems, r Redis) {
 	}
 	if r.MinIdleConns < 0 || r.MinIdleConns > r.PoolSize {
 		p.add("redis.min_idle_conns", "must be 0 to pool_size (%d), not %d", r.PoolSize, r.MinIdleConns)
+	}
+}
+
+// checkSecret refuses the placeholder that the printed configuration
+// (String, `edge -check-config -print`) holds in place of a secret: a file
+// saved from that output loads otherwise, and an edge started from it
+// would send the placeholder as the password and fail every Redis call.
+func checkSecret(p *problems, path, variable, v string) {
+	if v == redactedSecret {
+		p.add(path, "%q is the placeholder `edge -check-config -print` writes for a secret, not the secret: set the real one, preferably in %s", v, variable)
 	}
 }
 

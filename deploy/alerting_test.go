@@ -328,6 +328,10 @@ func TestAlertmanagerRoutesPagesAndTickets(t *testing.T) {
 		"alertname=BackendReplicaDown severity=warning cause=backend":     "tickets",
 		"alertname=EdgeReplicaDown severity=warning instance=edge-2:9090": "tickets",
 		"alertname=EdgeTooFewReplicas severity=critical job=edge":         "pager",
+		// A backend out of rotation while others serve is a ticket; none
+		// left in an edge's rotation pages.
+		"alertname=EdgeBackendOutOfRotation severity=warning cause=backend backend=10.0.0.3:8082": "tickets",
+		"alertname=EdgeNoBackendInRotation severity=critical cause=backend instance=edge-1:9090":  "pager",
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		args := append([]string{"config", "routes", "test", "--config.file=alertmanager/alertmanager.yml"}, strings.Fields(labels)...)
@@ -386,6 +390,23 @@ func TestAlertmanagerMutesOnlyAlertsOfTheSameCause(t *testing.T) {
 			{"alertname": "EdgeReplicaDown", "severity": "warning", "job": "edge", "instance": "edge-2:9090"},
 		},
 		muted: []string{"EdgeReplicaDown//edge-2:9090"},
+	}, {
+		name: "no backend in an edge's rotation mutes the backends out of it and the errors they cause, not Redis's",
+		alerts: []map[string]string{
+			{"alertname": "EdgeNoBackendInRotation", "severity": "critical", "cause": "backend", "instance": "edge-1:9090"},
+			{"alertname": "EdgeBackendOutOfRotation", "severity": "warning", "cause": "backend", "backend": "10.0.0.1:8082"},
+			{"alertname": "EdgeHighErrorRatio", "severity": "critical", "cause": "backend"},
+			{"alertname": "EdgeHighErrorRatio", "severity": "critical", "cause": "redis"},
+		},
+		muted: []string{"EdgeBackendOutOfRotation/backend/", "EdgeHighErrorRatio/backend/"},
+	}, {
+		name: "every backend pod down pages once, for BackendDown",
+		alerts: []map[string]string{
+			{"alertname": "BackendDown", "severity": "critical", "cause": "backend", "job": "orgsvc"},
+			{"alertname": "EdgeNoBackendInRotation", "severity": "critical", "cause": "backend", "instance": "edge-1:9090"},
+			{"alertname": "EdgeBackendOutOfRotation", "severity": "warning", "cause": "backend", "backend": "10.0.0.1:8082"},
+		},
+		muted: []string{"EdgeNoBackendInRotation/backend/edge-1:9090", "EdgeBackendOutOfRotation/backend/"},
 	}, {
 		name: "a fast budget burn mutes the error ratio of its cause only",
 		alerts: []map[string]string{

@@ -77,6 +77,8 @@ func startDev(ctx context.Context, dataDir, version string) (*devStack, error) {
 	// production issuer's audience mapper makes them.
 	cfg.OIDC.Audience = devissuer.DefaultAudience
 	cfg.Log.Format = "text"
+	// A developer trying calls reads each one's line.
+	cfg.Log.SampleOK = 1
 	cfg.CORS.AllowedOrigins = []string{"*"}
 	// Every development client comes from loopback: many subjects behind
 	// one address is the norm here, not a forgotten proxy setting.

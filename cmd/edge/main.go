@@ -31,6 +31,7 @@ import (
 	"github.com/orgedge/edge/edge/app"
 	"github.com/orgedge/edge/edge/observe"
 	"github.com/orgedge/edge/internal/healthcheck"
+	"github.com/orgedge/edge/internal/logformat"
 	"github.com/orgedge/edge/internal/telemetry"
 )
 
@@ -141,7 +142,10 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	// Deferred first, so that it runs last and writes every line.
 	logs := observe.NewLogWriter(os.Stderr, int(cfg.Log.BufferBytes))
 	defer logs.Close()
-	log := newLogger(cfg.Log, logs)
+	log, err := newLogger(cfg.Log, logs)
+	if err != nil {
+		return err
+	}
 	slog.SetDefault(log)
 	// go-redis writes its own lines (failed dials, Sentinel's changes of
 	// master) to stderr in plain text: into the structured log instead,
@@ -184,14 +188,10 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	return app.Shutdown(shutdownCtx)
 }
 
-func newLogger(c config.Log, out io.Writer) *slog.Logger {
+func newLogger(c config.Log, out io.Writer) (*slog.Logger, error) {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(c.Level))
-	opts := &slog.HandlerOptions{Level: level}
-	if c.Format == "text" {
-		return slog.New(slog.NewTextHandler(out, opts))
-	}
-	return slog.New(slog.NewJSONHandler(out, opts))
+	return logformat.New(out, c.Format, level)
 }
 
 // buildVersion is set at build time, as the Dockerfile does:

@@ -32,6 +32,7 @@ import (
 	"github.com/orgedge/edge/devissuer"
 	"github.com/orgedge/edge/identity"
 	"github.com/orgedge/edge/internal/healthcheck"
+	"github.com/orgedge/edge/internal/logformat"
 	"github.com/orgedge/edge/internal/telemetry"
 	"github.com/orgedge/edge/orgsvc"
 )
@@ -204,13 +205,11 @@ func run(args []string) error {
 }
 
 func newLogger(format string) (*slog.Logger, error) {
-	switch format {
-	case "json":
-		return slog.New(slog.NewJSONHandler(os.Stderr, nil)), nil
-	case "text":
-		return slog.New(slog.NewTextHandler(os.Stderr, nil)), nil
+	log, err := logformat.New(os.Stderr, format, slog.LevelInfo)
+	if err != nil {
+		return nil, fmt.Errorf("-log-format: %w", err)
 	}
-	return nil, fmt.Errorf("-log-format must be text or json, not %q", format)
+	return log, nil
 }
 
 // redactDSN hides a password in a postgres:// DSN.

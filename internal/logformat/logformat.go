@@ -1,0 +1,40 @@
+// Package logformat makes the log/slog handlers of the edge and the backend,
+// so that both write a value of a kind the same way in JSON and in text: a
+// duration as Go writes it ("30s", "1.5ms"), as the configuration and its
+// printed form do, never as the integer nanoseconds slog's JSON handler
+// writes by itself ("grace":30000000000 read as 30 billion of something).
+//
+// It is not the access log's shape (edge/observe writes its fields, e.g.
+// duration_ms, a number whose unit its name says) nor a log pipeline: lines
+// go to the writer given.
+package logformat
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+)
+
+// New returns a logger writing format ("json" or "text") to w at level
+// and above.
+func New(w io.Writer, format string, level slog.Leveler) (*slog.Logger, error) {
+	opts := &slog.HandlerOptions{Level: level, ReplaceAttr: ReplaceAttr}
+	switch format {
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("log format must be json or text, not %q", format)
+}
+
+// ReplaceAttr writes a time.Duration as its String ("30s"): the text
+// handler does so already, the JSON handler would write nanoseconds. The
+// handlers call it for every attribute, inside groups and after resolving
+// a LogValuer, so no call site has to remember it.
+func ReplaceAttr(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
+}
