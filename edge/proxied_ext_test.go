@@ -336,3 +336,35 @@ func TestAFloodThroughAProxyCostsOtherTenantsNoErrors(t *testing.T) {
 	// this process's two cores under -race here, so the ratio says more of
 	// the machine than of the edge (docs/benchmarks.md has it measured).
 }
+
+// TestManySubjectsFromOneAddressAreReportedOnce: with no proxy named,
+// tokens of warn_subjects_per_address subjects from one address (here,
+// loopback) make the edge log it once and count it, so a forgotten proxy
+// setting is found before customers find it; more subjects from the same
+// address add nothing.
+func TestManySubjectsFromOneAddressAreReportedOnce(t *testing.T) {
+	t.Parallel()
+	const subjects = 3
+	s, token := startTracedStack(t, orgsvc.Config{}, func(c *config.Config) {
+		c.Listen.ClientAddress.WarnSubjectsPerAddress = subjects
+	})
+	const warning = "tokens of many subjects come from one client address"
+	for i := range subjects + 2 {
+		org := testkit.NewClients(s.edge.URL, testkit.ConnectJSON, token(fmt.Sprintf("free-shared-%d", i))).Org
+		if _, err := org.ListOrganizations(ctxT(t), req(&svcv1.ListOrganizationsRequest{})); err != nil {
+			t.Fatal(err)
+		}
+		if i == subjects-2 && strings.Contains(s.edgeLog.String(), warning) {
+			t.Fatalf("warned after %d subjects, before %d", i+1, subjects)
+		}
+	}
+	if n := strings.Count(s.edgeLog.String(), warning); n != 1 {
+		t.Fatalf("%d warnings for %d subjects from one address, want 1:\n%s", n, subjects+2, s.edgeLog.String())
+	}
+	if !strings.Contains(s.edgeLog.String(), `"client_address":"127.0.0.1"`) {
+		t.Errorf("the warning does not name the address:\n%s", s.edgeLog.String())
+	}
+	if n := testkit.Scrape(t, s.edge.AdminURL+"/metrics").Sum("edge_client_addresses_shared_total"); n != 1 {
+		t.Errorf("edge_client_addresses_shared_total = %v, want 1", n)
+	}
+}
