@@ -2,19 +2,17 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 
 	"connectrpc.com/connect"
+	flag "github.com/spf13/pflag"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	svcv1 "github.com/orgedge/edge/gen/svc/v1"
 )
-
-type runFunc = func(ctx context.Context, a *app, args []string) error
 
 // commands is every subcommand, in the order -h lists them.
 var commands = []command{
@@ -339,9 +337,7 @@ func defineOrgGet(fs *flag.FlagSet) runFunc {
 // optional returns a pointer to the flag's value when it was given, nil
 // otherwise: update calls change only what the user names.
 func optional(fs *flag.FlagSet, name string, v *string) *string {
-	given := false
-	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
-	if !given {
+	if !fs.Changed(name) {
 		return nil
 	}
 	return v

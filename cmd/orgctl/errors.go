@@ -124,8 +124,9 @@ func exitCode(ctx context.Context, err error) int {
 var errInterrupted = errors.New("interrupted")
 
 // printError writes err for a person: the code, the message, and what the
-// error details say, in plain words.
-func printError(w io.Writer, ctx context.Context, err error) {
+// error details say, in plain words. cmdPath is the command that failed
+// ("orgctl orgs create"), whose -h a usage mistake points to.
+func printError(w io.Writer, ctx context.Context, err error, cmdPath string) {
 	if exitCode(ctx, err) == exitInterrupted {
 		fmt.Fprintln(w, "orgctl: interrupted")
 		return
@@ -134,7 +135,10 @@ func printError(w io.Writer, ctx context.Context, err error) {
 	if !errors.As(err, &ce) {
 		fmt.Fprintf(w, "orgctl: %v\n", err)
 		if _, ok := errors.AsType[*usageError](err); ok {
-			fmt.Fprintln(w, "Run 'orgctl -h' for usage.")
+			if strings.Contains(err.Error(), "\n") {
+				fmt.Fprintln(w) // after a list of suggestions
+			}
+			fmt.Fprintf(w, "Run '%s -h' for usage.\n", cmdPath)
 		}
 		return
 	}
