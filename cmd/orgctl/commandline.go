@@ -68,12 +68,17 @@ func (a *app) commandTree() *cobra.Command {
 		SilenceErrors:              true, // printError writes them, prefixed orgctl:
 		SilenceUsage:               true,
 		SuggestionsMinimumDistance: 2,
-		CompletionOptions:          cobra.CompletionOptions{DisableDefaultCmd: true},
+		CompletionOptions:          cobra.CompletionOptions{DisableDefaultCmd: true}, // ours is in commands
+		Version:                    versionLine(),                                    // --version
 	}
+	root.SetVersionTemplate("{{.Version}}\n")
+	a.root = root
 	a.defineGlobals(root.PersistentFlags())
 	root.SetFlagErrorFunc(flagError)
 	root.SetHelpFunc(func(c *cobra.Command, _ []string) { a.writeHelp(c.OutOrStdout(), c) })
 	root.SetUsageFunc(func(c *cobra.Command) error { a.writeHelp(c.OutOrStderr(), c); return nil })
+	_ = root.RegisterFlagCompletionFunc("output", fixedCompletion(formatTable, formatJSON))
+	_ = root.RegisterFlagCompletionFunc("context", a.completeContexts)
 
 	groups := map[string]*cobra.Command{}
 	for i := range commands {
@@ -97,6 +102,14 @@ func (a *app) commandTree() *cobra.Command {
 		runIt := spec.define(c.Flags())
 		if spec.kind == mutatesAPI {
 			c.Flags().StringVar(&a.g.idempotencyKey, "idempotency-key", "", "the call's Idempotency-Key (default: a new random key); run again with the same key to retry safely")
+		}
+		if spec.completeArgs != nil {
+			c.ValidArgsFunction = func(c *cobra.Command, args []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
+				if len(args) > 0 {
+					return nil, cobra.ShellCompDirectiveNoFileComp
+				}
+				return spec.completeArgs(a), cobra.ShellCompDirectiveNoFileComp
+			}
 		}
 		c.RunE = func(c *cobra.Command, args []string) error {
 			if err := a.prepare(c, spec.kind); err != nil {
@@ -200,4 +213,26 @@ func globalsApply(c *cobra.Command, k commandKind) error {
 		}
 	})
 	return err
+}
+
+// fixedCompletion completes a flag's value from a fixed list.
+func fixedCompletion(values ...string) cobra.CompletionFunc {
+	return func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		return values, cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
+// completeContexts completes --context with the config file's contexts.
+func (a *app) completeContexts(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
+	return contextNames(a), cobra.ShellCompDirectiveNoFileComp
+}
+
+// contextNames is the contexts of the config file, dev included; none when
+// it cannot be read (a completion has nowhere to say why).
+func contextNames(a *app) []string {
+	_, f, err := a.loadForEdit()
+	if err != nil {
+		return nil
+	}
+	return f.names()
 }

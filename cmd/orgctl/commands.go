@@ -20,9 +20,9 @@ var commands = []command{
 	{name: "logout", summary: "forget the context's tokens", kind: localOnly, define: defineLogout},
 	{name: "whoami", summary: "show the context, its addresses and who its token is for (never the token)", kind: localOnly, define: defineWhoami},
 	{name: "context list", summary: "list the contexts of the config file; * marks the current one", kind: configOnly, define: defineContextList},
-	{name: "context use", args: "NAME", summary: "make NAME the current context", kind: configOnly, define: defineContextUse},
+	{name: "context use", args: "NAME", summary: "make NAME the current context", kind: configOnly, define: defineContextUse, completeArgs: contextNames},
 	{name: "context set", args: "NAME", summary: "add or change a context (--api, --issuer, --client-id; --use makes it current)", kind: configOnly, define: defineContextSet},
-	{name: "context delete", args: "NAME", summary: "remove a context and its tokens", kind: configOnly, define: defineContextDelete},
+	{name: "context delete", args: "NAME", summary: "remove a context and its tokens", kind: configOnly, define: defineContextDelete, completeArgs: contextNames},
 
 	{name: "orgs create", args: "NAME", summary: "create an organization (you become its admin)", kind: mutatesAPI, define: defineOrgCreate},
 	{name: "orgs list", summary: "list the organizations you belong to", kind: callsAPI, define: defineOrgList},
@@ -51,6 +51,10 @@ var commands = []command{
 	{name: "blueprints validate", args: "FILE", summary: "validate a blueprint document (- reads standard input); exit 1 when not valid", kind: callsAPI, define: defineBlueprintValidate},
 
 	{name: "usage", summary: "show your API usage, limits and resource usage", kind: callsAPI, define: defineUsage},
+
+	{name: "version", summary: "print orgctl's version, and the Go version and platform it was built with", kind: configOnly, define: defineVersion},
+	{name: "completion", args: "SHELL", summary: "print the completion script of a shell: bash, zsh, fish or powershell", long: completionHelp,
+		kind: configOnly, define: defineCompletion, completeArgs: func(*app) []string { return shells }},
 }
 
 // show prints a call's answer: the whole response as JSON, or record (the

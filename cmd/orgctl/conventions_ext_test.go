@@ -1,6 +1,10 @@
 package main_test
 
 import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -57,5 +61,100 @@ func TestMistypedCommandOrFlagIsAUsageErrorThatSuggestsTheRightOne(t *testing.T)
 			!strings.Contains(r.stderr, "Run '"+tc.help+"' for usage.") || r.stdout != "" {
 			t.Errorf("orgctl %s: %s\nwant exit 2, an error prefixed orgctl:, %q and a pointer to %s", strings.Join(tc.args, " "), r, tc.want, tc.help)
 		}
+	}
+}
+
+func TestVersionAndDashDashVersionNameTheBuild(t *testing.T) {
+	c := &cli{t: t, env: []string{"HOME=" + t.TempDir(), "XDG_CONFIG_HOME=" + t.TempDir()}}
+	// The command is built by this test run's toolchain (TestMain).
+	want := "orgctl version (devel) (" + runtime.Version() + ", " + runtime.GOOS + "/" + runtime.GOARCH + ")\n"
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		if r := c.mustRun(args...); r.stdout != want || r.stderr != "" {
+			t.Errorf("orgctl %s: %s\nwant %q", args[0], r, want)
+		}
+	}
+	if r := c.run("version", "extra"); r.code != 2 {
+		t.Errorf("version extra: %s\nwant exit 2", r)
+	}
+}
+
+// TestShellCompletionCompletesCommandsFlagsAndContexts checks what every
+// completion script asks orgctl (its hidden __complete command), then bash
+// itself completing with the generated script.
+func TestShellCompletionCompletesCommandsFlagsAndContexts(t *testing.T) {
+	home := t.TempDir()
+	c := &cli{t: t, env: []string{"HOME=" + home, "XDG_CONFIG_HOME=" + home + "/.config", "PATH=" + os.Getenv("PATH")}}
+	c.mustRun("context", "set", "prod", "--api", "https://api.example.com", "--issuer", "https://id.example.com/realms/prod", "--client-id", "orgctl")
+
+	for shell, marks := range map[string][]string{
+		"bash":       {"__start_orgctl", "complete -o default -F __start_orgctl orgctl"},
+		"zsh":        {"#compdef orgctl", "__complete"},
+		"fish":       {"complete -c orgctl", "__complete"},
+		"powershell": {"Register-ArgumentCompleter", "__complete"},
+	} {
+		r := c.mustRun("completion", shell)
+		for _, m := range marks {
+			if !strings.Contains(r.stdout, m) {
+				t.Errorf("completion %s lacks %q", shell, m)
+			}
+		}
+	}
+	if r := c.run("completion", "tcsh"); r.code != 2 || !strings.Contains(r.stderr, "bash, zsh, fish or powershell") {
+		t.Errorf("completion tcsh: %s\nwant exit 2 naming the shells", r)
+	}
+
+	// What the scripts ask: the candidates, one a line (a tab before a
+	// description), then ":" and cobra's directive.
+	candidates := func(args ...string) []string {
+		t.Helper()
+		var out []string
+		for line := range strings.Lines(c.mustRun(append([]string{"__complete"}, args...)...).stdout) {
+			if !strings.HasPrefix(line, ":") {
+				name, _, _ := strings.Cut(strings.TrimSpace(line), "\t")
+				out = append(out, name)
+			}
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"or"}, "orgs"},
+		{[]string{"orgs", ""}, "create,list,get,update,delete"},
+		{[]string{"orgs", "list", "--out"}, "--output"},
+		{[]string{"-o", ""}, "table,json"},
+		{[]string{"orgs", "list", "--context", ""}, "dev,prod"},
+		{[]string{"context", "use", ""}, "dev,prod"},
+		{[]string{"completion", ""}, "bash,zsh,fish,powershell"},
+	} {
+		if got := strings.Join(candidates(tc.args...), ","); got != tc.want {
+			t.Errorf("__complete %q: %q, want %q", tc.args, got, tc.want)
+		}
+	}
+
+	// bash itself, with the script as a user loads it. The script needs
+	// the bash-completion package.
+	const bashCompletion = "/usr/share/bash-completion/bash_completion"
+	if _, err := os.Stat(bashCompletion); err != nil {
+		t.Skipf("no %s (Debian's bash-completion package): the bash round trip is not run", bashCompletion)
+	}
+	script := `source ` + bashCompletion + `
+source <(orgctl completion bash)
+try() { COMP_WORDS=("$@"); COMP_CWORD=$((${#COMP_WORDS[@]}-1)); COMP_LINE="$*"; COMP_POINT=${#COMP_LINE}; COMPREPLY=()
+  __start_orgctl orgctl "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD-1]}" 2>/dev/null
+  local IFS=,; echo "${COMPREPLY[*]}"; }
+try orgctl or
+try orgctl envs w
+try orgctl context delete p
+`
+	cmd := exec.CommandContext(t.Context(), "bash", "-c", script)
+	cmd.Env = append(c.env[:len(c.env):len(c.env)], "PATH="+filepath.Dir(binary)+":"+os.Getenv("PATH"))
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("bash: %v\n%s", err, out)
+	}
+	if got := string(out); got != "orgs\nwatch\nprod\n" {
+		t.Errorf("bash completed %q, want orgs, watch and prod", got)
 	}
 }

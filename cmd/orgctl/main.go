@@ -47,6 +47,7 @@ type app struct {
 	policy         *callPolicy
 	api            clients
 
+	root  *cobra.Command                 // the command tree (completion writes its scripts)
 	kinds map[*cobra.Command]commandKind // the kind of each command of commands
 }
 
@@ -74,6 +75,9 @@ type command struct {
 	// define registers the command's own flags and returns what runs it with
 	// the positional arguments.
 	define func(fs *flag.FlagSet) runFunc
+	// completeArgs, when set, lists what the shell may complete the
+	// argument with.
+	completeArgs func(a *app) []string
 }
 
 type runFunc = func(ctx context.Context, a *app, args []string) error
@@ -84,7 +88,7 @@ const (
 	callsAPI   commandKind = iota // connection, call and output flags; a token
 	mutatesAPI                    // as callsAPI, plus --idempotency-key
 	localOnly                     // connection flags only (login, logout, whoami)
-	configOnly                    // --config only (context)
+	configOnly                    // --config only (context, version, completion)
 )
 
 // run runs the command line args and returns the exit status.
