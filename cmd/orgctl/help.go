@@ -66,7 +66,8 @@ Config file: $`+envConfig+` or <user config dir>/orgctl/config.yaml
 The context "dev" (http://127.0.0.1:8080, issuer http://127.0.0.1:8081/realms/dev,
 client cli) exists without a file. Sessions (tokens and refresh tokens) are kept
 in <user config dir>/orgctl/tokens/<context>.json, owner-only, never printed; a
-token about to expire is refreshed before a call.
+token about to expire is refreshed before a call, and one the API refuses before
+its expiry is refreshed once, the call made again, before asking to log in.
 
 `+exitCodesSummary+`
 `)
