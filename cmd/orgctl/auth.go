@@ -83,18 +83,6 @@ func (s *settings) saveSession(sess *session) error {
 	return writeFileAtomic(s.sessionPath(), data, 0o600)
 }
 
-// discover reads the issuer's discovery document.
-func discover(ctx context.Context, hc *http.Client, issuer string) (*oidc.Provider, error) {
-	if issuer == "" {
-		return nil, usageErrorf("no issuer URL: give --issuer, set %s, or set it in the context", envIssuer)
-	}
-	p, err := oidc.NewProvider(oidc.ClientContext(ctx, hc), issuer)
-	if err != nil {
-		return nil, fmt.Errorf("OIDC discovery at %s: %w", issuer, err)
-	}
-	return p, nil
-}
-
 // endpoint is the provider's endpoint with the client authenticating in
 // the form, as the specification writes the token requests.
 func endpoint(p *oidc.Provider) oauth2.Endpoint {

@@ -206,3 +206,34 @@ func TestTokenTheEdgeRefusesBeforeItsExpiryIsRefreshedOnceBeforeAskingToLogIn(t 
 		t.Errorf("%d refreshes in all, want 2: one for each person", n)
 	}
 }
+
+func TestWrongIssuerURLNamesTheDiscoveryURLTriedAndWhatARightOneLooksLike(t *testing.T) {
+	st := startStack(t, stackOptions{})
+	localhost := strings.Replace(st.issuerURL, "127.0.0.1", "localhost", 1)
+	for _, tc := range []struct {
+		name, issuer string
+		args         []string
+		want         []string
+	}{
+		{"without the realm", st.issuerBase, []string{"login"},
+			[]string{st.issuerBase + "/.well-known/openid-configuration", "404"}},
+		{"the API's URL", st.edge.URL, []string{"login"},
+			[]string{st.edge.URL + "/.well-known/openid-configuration"}},
+		{"the discovery document's URL", st.issuerURL + "/.well-known/openid-configuration", []string{"orgs", "list", "--client-id", "svc-admin", "--client-secret", "dev-secret"},
+			[]string{"the issuer URL is " + st.issuerURL + "."}},
+		{"another name of the host", localhost, []string{"orgs", "list", "--client-id", "svc-admin", "--client-secret", "dev-secret"},
+			[]string{localhost + "/.well-known/openid-configuration", "must be exactly " + st.issuerURL}},
+	} {
+		c := newCLI(t, st, "ORGCTL_ISSUER="+tc.issuer)
+		r := c.run(tc.args...)
+		want := append(tc.want, "/realms/REALM", "https://id.example.com/realms/prod", "<issuer URL>/.well-known/openid-configuration")
+		for _, w := range want {
+			if !strings.Contains(r.stderr, w) {
+				t.Errorf("%s: stderr lacks %q", tc.name, w)
+			}
+		}
+		if r.code != 2 || !strings.HasPrefix(r.stderr, "orgctl: OIDC discovery: ") {
+			t.Errorf("%s: %s\nwant exit 2 (a configuration error)", tc.name, r)
+		}
+	}
+}
