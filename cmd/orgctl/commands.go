@@ -50,7 +50,7 @@ var commands = []command{
 	{name: "blueprints search", args: "[QUERY]", summary: "search the blueprint catalog", kind: callsAPI, define: defineBlueprintSearch},
 	{name: "blueprints validate", args: "FILE", summary: "validate a blueprint document (- reads standard input); exit 1 when not valid", kind: callsAPI, define: defineBlueprintValidate},
 
-	{name: "usage", summary: "show your API usage, limits and resource usage", kind: callsAPI, define: defineUsage},
+	{name: "usage", summary: "show what you used beside your plan's limits: requests today and this month, environments, compute", kind: callsAPI, define: defineUsage},
 
 	{name: "version", summary: "print orgctl's version, and the Go version and platform it was built with", kind: configOnly, define: defineVersion},
 	{name: "completion", args: "SHELL", summary: "print the completion script of a shell: bash, zsh, fish or powershell", long: completionHelp,
@@ -673,6 +673,13 @@ func defineUsage(fs *flag.FlagSet) runFunc {
 		if err := wantArgs(args); err != nil {
 			return err
 		}
-		return callShow(ctx, a, a.api.usage.GetUsage, &svcv1.GetUsageRequest{})
+		resp, err := a.api.usage.GetUsage(ctx, connect.NewRequest(&svcv1.GetUsageRequest{}))
+		if err != nil {
+			return err
+		}
+		if a.g.output == formatJSON {
+			return writeJSON(a.stdout, resp.Msg, true)
+		}
+		return writeUsage(a.stdout, resp.Msg)
 	}
 }
