@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"text/tabwriter"
 
 	"connectrpc.com/connect"
 	flag "github.com/spf13/pflag"
@@ -48,7 +49,7 @@ var commands = []command{
 	{name: "envs delete", args: "ENV_ID", summary: "delete an environment", kind: mutatesAPI, define: defineEnvDelete},
 
 	{name: "blueprints search", args: "[QUERY]", summary: "search the blueprint catalog", kind: callsAPI, define: defineBlueprintSearch},
-	{name: "blueprints validate", args: "FILE", summary: "validate a blueprint document (- reads standard input); exit 1 when not valid", kind: callsAPI, define: defineBlueprintValidate},
+	{name: "blueprints validate", args: "FILE", summary: "validate a blueprint document (- reads standard input); exit 1 when not valid", long: blueprintFormat, kind: callsAPI, define: defineBlueprintValidate},
 
 	{name: "usage", summary: "show what you used beside your plan's limits: requests today and this month, environments, compute", kind: callsAPI, define: defineUsage},
 
@@ -199,16 +200,17 @@ func defineContextList(fs *flag.FlagSet) runFunc {
 			return err
 		}
 		current := first(a.getenv(envContext), f.CurrentContext, devContext)
-		fmt.Fprintln(a.stdout, "CURRENT  NAME  API  ISSUER  CLIENT ID")
+		tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "CURRENT\tNAME\tAPI\tISSUER\tCLIENT ID")
 		for _, n := range f.names() {
 			c, _ := f.context(n)
 			mark := ""
 			if n == current {
 				mark = "*"
 			}
-			fmt.Fprintf(a.stdout, "%s  %s  %s  %s  %s\n", first(mark, " "), n, c.API, c.Issuer, c.ClientID)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", mark, n, c.API, c.Issuer, c.ClientID)
 		}
-		return nil
+		return tw.Flush()
 	}
 }
 
@@ -624,6 +626,36 @@ func defineBlueprintSearch(fs *flag.FlagSet) runFunc {
 		})
 	}
 }
+
+// blueprintFormat is what `blueprints validate -h` says of the document it
+// checks: what the API's validator (orgsvc/catalog) accepts.
+const blueprintFormat = `A blueprint document is YAML or JSON (JSON is read as YAML), at most 1 MiB,
+holding one mapping:
+
+  name: my-stack            # required, a DNS label
+  description: free text    # optional, at most 2000 characters
+  services:                 # required, 1 to 50 services, keyed by DNS-label names
+    web:
+      image: nginx:1.27     # required, not empty, no whitespace
+      ports: [8080]         # optional, each 1 to 65535, no duplicates within the service
+      env: {KEY: value}     # optional, keys match ^[A-Za-z_][A-Za-z0-9_]*$,
+                            # values are strings, numbers or booleans
+      depends_on: [db]      # optional, each names another service of the document,
+                            # no duplicates, no dependency cycles
+      resources: {vcpus: 2, memory_gb: 4}  # optional, vcpus 1 to 64, memory_gb 1 to 512
+    db:
+      image: postgres:16
+
+A DNS label is 1 to 63 characters of a-z, 0-9 and '-' that neither starts nor
+ends with '-'. No other field is allowed; a value of the wrong type (a port
+"8080" rather than 8080), a repeated key, more than one document, or an anchor
+or alias (&a, *a) is a violation. An optional field set to null counts as
+absent.
+
+A valid document prints "valid" (exit 0). One that is not prints a table of
+its violations (exit 1), each with its path from the top of the document
+(services.web.ports[1]; services["my web"] for a key with other characters)
+and what is wrong; -o json prints the API's answer, {"valid": ..., "violations": [...]}.`
 
 // maxBlueprint is the API's bound on a blueprint document.
 const maxBlueprint = 1 << 20

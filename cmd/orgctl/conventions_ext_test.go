@@ -158,3 +158,68 @@ try orgctl context delete p
 		t.Errorf("bash completed %q, want orgs, watch and prod", got)
 	}
 }
+
+func TestContextListColumnsLineUpWithTheirHeader(t *testing.T) {
+	home := t.TempDir()
+	c := &cli{t: t, env: []string{"HOME=" + home, "XDG_CONFIG_HOME=" + home + "/.config"}}
+	c.mustRun("context", "set", "staging-eu-west", "--api", "https://api.staging.example.com", "--issuer", "https://id.example.com/realms/staging", "--client-id", "orgctl", "--use")
+	c.mustRun("context", "set", "p", "--api", "https://p.example", "--issuer", "https://id.example.com/realms/p", "--client-id", "c")
+	lines := strings.Split(strings.TrimSuffix(c.mustRun("context", "list").stdout, "\n"), "\n")
+	header := lines[0]
+	var starts []int // where each column's heading begins
+	for _, h := range []string{"CURRENT", "NAME", "API", "ISSUER", "CLIENT ID"} {
+		i := strings.Index(header, h)
+		if i < 0 || (len(starts) > 0 && i <= starts[len(starts)-1]) {
+			t.Fatalf("header %q lacks %s in its place", header, h)
+		}
+		starts = append(starts, i)
+	}
+	rows := map[string]bool{}
+	for _, row := range lines[1:] {
+		var cells []string
+		for k, s := range starts {
+			// Cut at the headings' columns, each cell must be whole.
+			if len(row) <= s || s > 0 && row[s-1] != ' ' {
+				t.Fatalf("row %q: no cell begins under column %d\n%s", row, s, strings.Join(lines, "\n"))
+			}
+			end := len(row)
+			if k+1 < len(starts) {
+				end = starts[k+1]
+			}
+			cells = append(cells, strings.TrimSpace(row[s:end]))
+		}
+		rows[strings.Join(cells, "|")] = true
+	}
+	for _, want := range []string{
+		"|dev|http://127.0.0.1:8080|http://127.0.0.1:8081/realms/dev|cli",
+		"|p|https://p.example|https://id.example.com/realms/p|c",
+		"*|staging-eu-west|https://api.staging.example.com|https://id.example.com/realms/staging|orgctl",
+	} {
+		if !rows[want] {
+			t.Errorf("no row %q under the headings:\n%s", want, strings.Join(lines, "\n"))
+		}
+	}
+}
+
+// TestBlueprintsValidateHelpDescribesTheFormat checks that -h describes
+// the document, and that its example is one the API finds valid.
+func TestBlueprintsValidateHelpDescribesTheFormat(t *testing.T) {
+	st := startStack(t, stackOptions{})
+	c := newCLI(t, st, "ORGCTL_CLIENT_ID=svc-admin", "ORGCTL_CLIENT_SECRET=dev-secret")
+	help := c.mustRun("blueprints", "validate", "-h").stdout
+	for _, w := range []string{"YAML or JSON", "name:", "services:", "image:", "ports:", "env:", "depends_on:", "resources:", "DNS label", "exit 1", "1 MiB"} {
+		if !strings.Contains(help, w) {
+			t.Errorf("blueprints validate -h does not say %q:\n%s", w, help)
+		}
+	}
+	_, example, _ := strings.Cut(help, "holding one mapping:\n")
+	example, _, _ = strings.Cut(example, "\nA DNS label")
+	var doc strings.Builder
+	for line := range strings.Lines(example) {
+		line, _, _ = strings.Cut(line, "#")
+		doc.WriteString(strings.TrimRight(strings.TrimPrefix(line, "  "), " \n") + "\n")
+	}
+	if r := c.runWithInput(doc.String(), "blueprints", "validate", "-"); r.code != 0 || r.stdout != "valid\n" {
+		t.Errorf("the example of -h:\n%s\n%s", doc.String(), r)
+	}
+}

@@ -118,7 +118,7 @@ func TestContextsFromTheConfigFileYieldToEnvironmentAndFlags(t *testing.T) {
 		t.Fatalf("config file: %v %v, want mode 0600", info, err)
 	}
 	list := c.mustRun("context", "list").stdout
-	if !strings.Contains(list, "*  prod  https://api.example.com") || !strings.Contains(list, "dev  http://127.0.0.1:8080") {
+	if !regexp.MustCompile(`(?m)^\* +prod +https://api\.example\.com `).MatchString(list) || !regexp.MustCompile(`(?m)^ +dev +http://127\.0\.0\.1:8080 `).MatchString(list) {
 		t.Errorf("context list:\n%s", list)
 	}
 	who := func(env []string, args ...string) string {
