@@ -29,13 +29,13 @@ var commands = []command{
 	{name: "orgs list", summary: "list the organizations you belong to", kind: callsAPI, define: defineOrgList},
 	{name: "orgs get", args: "ORG_ID", summary: "show an organization", kind: callsAPI, define: defineOrgGet},
 	{name: "orgs update", args: "ORG_ID", summary: "change an organization's display name or billing e-mail", kind: mutatesAPI, define: defineOrgUpdate},
-	{name: "orgs delete", args: "ORG_ID", summary: "delete an organization (--force: with its projects)", kind: mutatesAPI, define: defineOrgDelete},
+	{name: "orgs delete", args: "ORG_ID", summary: "delete an organization (--force: with its projects, after asking; --yes: without)", kind: mutatesAPI, define: defineOrgDelete},
 
 	{name: "projects create", args: "NAME", summary: "create a project in --org", kind: mutatesAPI, define: defineProjectCreate},
 	{name: "projects list", summary: "list the projects of --org", kind: callsAPI, define: defineProjectList},
 	{name: "projects get", args: "PROJECT_ID", summary: "show a project", kind: callsAPI, define: defineProjectGet},
 	{name: "projects update", args: "PROJECT_ID", summary: "change a project's name or description", kind: mutatesAPI, define: defineProjectUpdate},
-	{name: "projects delete", args: "PROJECT_ID", summary: "delete a project (--force: with its environments)", kind: mutatesAPI, define: defineProjectDelete},
+	{name: "projects delete", args: "PROJECT_ID", summary: "delete a project (--force: with its environments, after asking; --yes: without)", kind: mutatesAPI, define: defineProjectDelete},
 
 	{name: "members list", summary: "list the members of --org (--invitations: and pending invitations)", kind: callsAPI, define: defineMemberList},
 	{name: "members invite", args: "EMAIL", summary: "invite a person to --org as --role", kind: mutatesAPI, define: defineMemberInvite},
@@ -366,10 +366,16 @@ func defineOrgUpdate(fs *flag.FlagSet) runFunc {
 }
 
 func defineOrgDelete(fs *flag.FlagSet) runFunc {
-	force := fs.Bool("force", false, "also delete its projects and their environments")
+	force := fs.Bool("force", false, "also delete its projects and their environments (asks first, unless --yes)")
+	yes := fs.BoolP("yes", "y", false, "with --force, delete without asking (scripts)")
 	return func(ctx context.Context, a *app, args []string) error {
 		if err := wantArgs(args, "ORG_ID"); err != nil {
 			return err
+		}
+		if *force {
+			if err := a.confirm(ctx, "Delete organization "+args[0]+" with all its projects and their environments?", *yes); err != nil {
+				return err
+			}
 		}
 		resp, err := a.api.orgs.DeleteOrganization(ctx, connect.NewRequest(&svcv1.DeleteOrganizationRequest{OrganizationId: args[0], Force: *force}))
 		if err != nil {
@@ -441,10 +447,16 @@ func defineProjectUpdate(fs *flag.FlagSet) runFunc {
 }
 
 func defineProjectDelete(fs *flag.FlagSet) runFunc {
-	force := fs.Bool("force", false, "also delete its environments")
+	force := fs.Bool("force", false, "also delete its environments (asks first, unless --yes)")
+	yes := fs.BoolP("yes", "y", false, "with --force, delete without asking (scripts)")
 	return func(ctx context.Context, a *app, args []string) error {
 		if err := wantArgs(args, "PROJECT_ID"); err != nil {
 			return err
+		}
+		if *force {
+			if err := a.confirm(ctx, "Delete project "+args[0]+" with all its environments?", *yes); err != nil {
+				return err
+			}
 		}
 		resp, err := a.api.orgs.DeleteProject(ctx, connect.NewRequest(&svcv1.DeleteProjectRequest{ProjectId: args[0], Force: *force}))
 		if err != nil {

@@ -18,7 +18,7 @@ import (
 // Exit statuses, one per class of error (docs/cli.md lists them).
 const (
 	exitOK           = 0
-	exitFailure      = 1 // not otherwise classified; also an invalid blueprint
+	exitFailure      = 1 // not otherwise classified; also an invalid blueprint, a deletion not confirmed
 	exitUsage        = 2 // bad command, flag, argument, config file or setting (issuer URL)
 	exitAuth         = 3 // not logged in, session expired, credentials refused
 	exitPermission   = 4 // permission_denied
@@ -30,7 +30,8 @@ const (
 	exitInterrupted  = 130
 	exitCodesSummary = `Exit status:
   0   success
-  1   failure not listed below (internal, unknown); a blueprint that is not valid
+  1   failure not listed below (internal, unknown); a blueprint that is not valid;
+      a --force deletion answered other than yes
   2   usage or configuration: unknown command, bad flag or argument, bad config
       file, an issuer URL with no OIDC discovery document
   3   authentication: not logged in, session expired, credentials refused, unauthenticated

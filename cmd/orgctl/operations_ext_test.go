@@ -110,7 +110,7 @@ func TestEveryOperationThroughTheEdgeAsTablesAndJSON(t *testing.T) {
 	if r.code != 6 || !strings.Contains(r.stderr, "failed_precondition") || !strings.Contains(r.stderr, "ORGANIZATION_HAS_PROJECTS") {
 		t.Errorf("delete with projects: %s\nwant exit 6 with the reason", r)
 	}
-	has(alice.mustRun("projects", "delete", project, "--force"), "Deleted project")
+	has(alice.mustRun("projects", "delete", project, "--force", "--yes"), "Deleted project")
 	has(alice.mustRun("orgs", "delete", org), "Deleted organization")
 	if r := alice.run("orgs", "get", org); r.code != 5 {
 		t.Errorf("get after delete: %s\nwant exit 5", r)
