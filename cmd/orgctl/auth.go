@@ -83,18 +83,6 @@ func (s *settings) saveSession(sess *session) error {
 	return writeFileAtomic(s.sessionPath(), data, 0o600)
 }
 
-// discover reads the issuer's discovery document.
-func discover(ctx context.Context, hc *http.Client, issuer string) (*oidc.Provider, error) {
-	if issuer == "" {
-		return nil, usageErrorf("no issuer URL: give --issuer, set %s, or set it in the context", envIssuer)
-	}
-	p, err := oidc.NewProvider(oidc.ClientContext(ctx, hc), issuer)
-	if err != nil {
-		return nil, fmt.Errorf("OIDC discovery at %s: %w", issuer, err)
-	}
-	return p, nil
-}
-
 // endpoint is the provider's endpoint with the client authenticating in
 // the form, as the specification writes the token requests.
 func endpoint(p *oidc.Provider) oauth2.Endpoint {
@@ -226,39 +214,77 @@ type sessionSource struct {
 func (src *sessionSource) Token() (*oauth2.Token, error) {
 	src.mu.Lock()
 	defer src.mu.Unlock()
-	if src.sess == nil {
-		sess, err := src.s.loadSession()
-		if err != nil {
-			return nil, err
-		}
-		src.sess = sess
+	if err := src.load(); err != nil {
+		return nil, err
 	}
 	if time.Until(src.sess.Expiry) > refreshMargin {
-		return &oauth2.Token{AccessToken: src.sess.AccessToken, TokenType: "Bearer", Expiry: src.sess.Expiry}, nil
+		return src.token(), nil
 	}
 	if src.sess.RefreshToken == "" {
 		return nil, &authError{msg: fmt.Sprintf("the token of context %q has expired and there is no refresh token: run orgctl login", src.s.contextName)}
 	}
+	if err := src.refresh(); err != nil {
+		return nil, err
+	}
+	return src.token(), nil
+}
+
+// refreshRefused refreshes the session although its token has not expired:
+// the API refused it (the issuer rotated its keys, an edge restarted with
+// other keys). gcloud and kubectl's OIDC helpers do the same before asking
+// the person to log in again.
+func (src *sessionSource) refreshRefused() error {
+	src.mu.Lock()
+	defer src.mu.Unlock()
+	if err := src.load(); err != nil {
+		return err
+	}
+	if src.sess.RefreshToken == "" {
+		return &authError{msg: fmt.Sprintf("the API refused the token of context %q and there is no refresh token: run orgctl login", src.s.contextName)}
+	}
+	return src.refresh()
+}
+
+// load reads the session on first use. The caller holds mu.
+func (src *sessionSource) load() error {
+	if src.sess != nil {
+		return nil
+	}
+	sess, err := src.s.loadSession()
+	if err != nil {
+		return err
+	}
+	src.sess = sess
+	return nil
+}
+
+func (src *sessionSource) token() *oauth2.Token {
+	return &oauth2.Token{AccessToken: src.sess.AccessToken, TokenType: "Bearer", Expiry: src.sess.Expiry}
+}
+
+// refresh gets new tokens with the refresh token and stores them. The
+// caller holds mu.
+func (src *sessionSource) refresh() error {
 	p, err := discover(src.ctx, src.hc, src.s.Issuer)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	cfg := &oauth2.Config{ClientID: src.s.ClientID, Endpoint: endpoint(p), Scopes: loginScopes}
 	octx := context.WithValue(src.ctx, oauth2.HTTPClient, src.hc)
 	// A token with only the refresh token makes the source refresh at once.
 	tok, err := cfg.TokenSource(octx, &oauth2.Token{RefreshToken: src.sess.RefreshToken}).Token()
 	if err != nil {
-		return nil, tokenEndpointError("refresh", src.s, err)
+		return tokenEndpointError("refresh", src.s, err)
 	}
 	sess, err := newSession(src.ctx, p, src.s, tok, src.sess)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if err := src.s.saveSession(sess); err != nil {
-		return nil, err
+		return err
 	}
 	src.sess = sess
-	return &oauth2.Token{AccessToken: sess.AccessToken, TokenType: "Bearer", Expiry: sess.Expiry}, nil
+	return nil
 }
 
 // serviceAccountSource gets a token with the client credentials grant on

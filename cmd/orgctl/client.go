@@ -28,6 +28,14 @@ type callPolicy struct {
 	maxWait        time.Duration // total waiting allowed
 	stderr         io.Writer
 	waited         time.Duration
+	refreshed      bool // the token was refreshed once after a refusal
+}
+
+// refusedRefresher is a token source that can replace a token the API
+// refused before its expiry (sessionSource): client credentials get a new
+// token for each command and have nothing to refresh.
+type refusedRefresher interface {
+	refreshRefused() error
 }
 
 // clients are the API's services, through the policy.
@@ -116,12 +124,22 @@ func (c *failedConn) Send(any) error    { return c.err }
 func (c *failedConn) Receive(any) error { return c.err }
 
 // retry runs call until it succeeds, fails with an error that names no
-// retry delay, or the policy's retries or waiting time run out.
+// retry delay, or the policy's retries or waiting time run out. Once per
+// command, a token the API refuses (unauthenticated) is refreshed and the
+// call made again at once, before the refusal tells the person to log in.
 func (p *callPolicy) retry(ctx context.Context, call func() error) error {
 	for attempt := 0; ; attempt++ {
 		err := call()
 		if err == nil {
 			return nil
+		}
+		if r, ok := p.tokens.(refusedRefresher); ok && !p.refreshed && connect.CodeOf(err) == connect.CodeUnauthenticated {
+			p.refreshed = true
+			if err := r.refreshRefused(); err != nil {
+				return err
+			}
+			attempt-- // not a retry of --retries: the token changed, not the load
+			continue
 		}
 		delay, ok := retryDelay(err)
 		if !ok || !retryable(err) || attempt >= p.retries {

@@ -2,19 +2,18 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
+	"text/tabwriter"
 
 	"connectrpc.com/connect"
+	flag "github.com/spf13/pflag"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	svcv1 "github.com/orgedge/edge/gen/svc/v1"
 )
-
-type runFunc = func(ctx context.Context, a *app, args []string) error
 
 // commands is every subcommand, in the order -h lists them.
 var commands = []command{
@@ -22,21 +21,21 @@ var commands = []command{
 	{name: "logout", summary: "forget the context's tokens", kind: localOnly, define: defineLogout},
 	{name: "whoami", summary: "show the context, its addresses and who its token is for (never the token)", kind: localOnly, define: defineWhoami},
 	{name: "context list", summary: "list the contexts of the config file; * marks the current one", kind: configOnly, define: defineContextList},
-	{name: "context use", args: "NAME", summary: "make NAME the current context", kind: configOnly, define: defineContextUse},
+	{name: "context use", args: "NAME", summary: "make NAME the current context", kind: configOnly, define: defineContextUse, completeArgs: contextNames},
 	{name: "context set", args: "NAME", summary: "add or change a context (--api, --issuer, --client-id; --use makes it current)", kind: configOnly, define: defineContextSet},
-	{name: "context delete", args: "NAME", summary: "remove a context and its tokens", kind: configOnly, define: defineContextDelete},
+	{name: "context delete", args: "NAME", summary: "remove a context and its tokens", kind: configOnly, define: defineContextDelete, completeArgs: contextNames},
 
 	{name: "orgs create", args: "NAME", summary: "create an organization (you become its admin)", kind: mutatesAPI, define: defineOrgCreate},
 	{name: "orgs list", summary: "list the organizations you belong to", kind: callsAPI, define: defineOrgList},
 	{name: "orgs get", args: "ORG_ID", summary: "show an organization", kind: callsAPI, define: defineOrgGet},
 	{name: "orgs update", args: "ORG_ID", summary: "change an organization's display name or billing e-mail", kind: mutatesAPI, define: defineOrgUpdate},
-	{name: "orgs delete", args: "ORG_ID", summary: "delete an organization (--force: with its projects)", kind: mutatesAPI, define: defineOrgDelete},
+	{name: "orgs delete", args: "ORG_ID", summary: "delete an organization (--force: with its projects, after asking; --yes: without)", kind: mutatesAPI, define: defineOrgDelete},
 
 	{name: "projects create", args: "NAME", summary: "create a project in --org", kind: mutatesAPI, define: defineProjectCreate},
 	{name: "projects list", summary: "list the projects of --org", kind: callsAPI, define: defineProjectList},
 	{name: "projects get", args: "PROJECT_ID", summary: "show a project", kind: callsAPI, define: defineProjectGet},
 	{name: "projects update", args: "PROJECT_ID", summary: "change a project's name or description", kind: mutatesAPI, define: defineProjectUpdate},
-	{name: "projects delete", args: "PROJECT_ID", summary: "delete a project (--force: with its environments)", kind: mutatesAPI, define: defineProjectDelete},
+	{name: "projects delete", args: "PROJECT_ID", summary: "delete a project (--force: with its environments, after asking; --yes: without)", kind: mutatesAPI, define: defineProjectDelete},
 
 	{name: "members list", summary: "list the members of --org (--invitations: and pending invitations)", kind: callsAPI, define: defineMemberList},
 	{name: "members invite", args: "EMAIL", summary: "invite a person to --org as --role", kind: mutatesAPI, define: defineMemberInvite},
@@ -50,9 +49,13 @@ var commands = []command{
 	{name: "envs delete", args: "ENV_ID", summary: "delete an environment", kind: mutatesAPI, define: defineEnvDelete},
 
 	{name: "blueprints search", args: "[QUERY]", summary: "search the blueprint catalog", kind: callsAPI, define: defineBlueprintSearch},
-	{name: "blueprints validate", args: "FILE", summary: "validate a blueprint document (- reads standard input); exit 1 when not valid", kind: callsAPI, define: defineBlueprintValidate},
+	{name: "blueprints validate", args: "FILE", summary: "validate a blueprint document (- reads standard input); exit 1 when not valid", long: blueprintFormat, kind: callsAPI, define: defineBlueprintValidate},
 
-	{name: "usage", summary: "show your API usage, limits and resource usage", kind: callsAPI, define: defineUsage},
+	{name: "usage", summary: "show what you used beside your plan's limits: requests today and this month, environments, compute", kind: callsAPI, define: defineUsage},
+
+	{name: "version", summary: "print orgctl's version, and the Go version and platform it was built with", kind: configOnly, define: defineVersion},
+	{name: "completion", args: "SHELL", summary: "print the completion script of a shell: bash, zsh, fish or powershell", long: completionHelp,
+		kind: configOnly, define: defineCompletion, completeArgs: func(*app) []string { return shells }},
 }
 
 // show prints a call's answer: the whole response as JSON, or record (the
@@ -197,16 +200,17 @@ func defineContextList(fs *flag.FlagSet) runFunc {
 			return err
 		}
 		current := first(a.getenv(envContext), f.CurrentContext, devContext)
-		fmt.Fprintln(a.stdout, "CURRENT  NAME  API  ISSUER  CLIENT ID")
+		tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "CURRENT\tNAME\tAPI\tISSUER\tCLIENT ID")
 		for _, n := range f.names() {
 			c, _ := f.context(n)
 			mark := ""
 			if n == current {
 				mark = "*"
 			}
-			fmt.Fprintf(a.stdout, "%s  %s  %s  %s  %s\n", first(mark, " "), n, c.API, c.Issuer, c.ClientID)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", mark, n, c.API, c.Issuer, c.ClientID)
 		}
-		return nil
+		return tw.Flush()
 	}
 }
 
@@ -339,9 +343,7 @@ func defineOrgGet(fs *flag.FlagSet) runFunc {
 // optional returns a pointer to the flag's value when it was given, nil
 // otherwise: update calls change only what the user names.
 func optional(fs *flag.FlagSet, name string, v *string) *string {
-	given := false
-	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
-	if !given {
+	if !fs.Changed(name) {
 		return nil
 	}
 	return v
@@ -364,10 +366,16 @@ func defineOrgUpdate(fs *flag.FlagSet) runFunc {
 }
 
 func defineOrgDelete(fs *flag.FlagSet) runFunc {
-	force := fs.Bool("force", false, "also delete its projects and their environments")
+	force := fs.Bool("force", false, "also delete its projects and their environments (asks first, unless --yes)")
+	yes := fs.BoolP("yes", "y", false, "with --force, delete without asking (scripts)")
 	return func(ctx context.Context, a *app, args []string) error {
 		if err := wantArgs(args, "ORG_ID"); err != nil {
 			return err
+		}
+		if *force {
+			if err := a.confirm(ctx, "Delete organization "+args[0]+" with all its projects and their environments?", *yes); err != nil {
+				return err
+			}
 		}
 		resp, err := a.api.orgs.DeleteOrganization(ctx, connect.NewRequest(&svcv1.DeleteOrganizationRequest{OrganizationId: args[0], Force: *force}))
 		if err != nil {
@@ -439,10 +447,16 @@ func defineProjectUpdate(fs *flag.FlagSet) runFunc {
 }
 
 func defineProjectDelete(fs *flag.FlagSet) runFunc {
-	force := fs.Bool("force", false, "also delete its environments")
+	force := fs.Bool("force", false, "also delete its environments (asks first, unless --yes)")
+	yes := fs.BoolP("yes", "y", false, "with --force, delete without asking (scripts)")
 	return func(ctx context.Context, a *app, args []string) error {
 		if err := wantArgs(args, "PROJECT_ID"); err != nil {
 			return err
+		}
+		if *force {
+			if err := a.confirm(ctx, "Delete project "+args[0]+" with all its environments?", *yes); err != nil {
+				return err
+			}
 		}
 		resp, err := a.api.orgs.DeleteProject(ctx, connect.NewRequest(&svcv1.DeleteProjectRequest{ProjectId: args[0], Force: *force}))
 		if err != nil {
@@ -625,6 +639,36 @@ func defineBlueprintSearch(fs *flag.FlagSet) runFunc {
 	}
 }
 
+// blueprintFormat is what `blueprints validate -h` says of the document it
+// checks: what the API's validator (orgsvc/catalog) accepts.
+const blueprintFormat = `A blueprint document is YAML or JSON (JSON is read as YAML), at most 1 MiB,
+holding one mapping:
+
+  name: my-stack            # required, a DNS label
+  description: free text    # optional, at most 2000 characters
+  services:                 # required, 1 to 50 services, keyed by DNS-label names
+    web:
+      image: nginx:1.27     # required, not empty, no whitespace
+      ports: [8080]         # optional, each 1 to 65535, no duplicates within the service
+      env: {KEY: value}     # optional, keys match ^[A-Za-z_][A-Za-z0-9_]*$,
+                            # values are strings, numbers or booleans
+      depends_on: [db]      # optional, each names another service of the document,
+                            # no duplicates, no dependency cycles
+      resources: {vcpus: 2, memory_gb: 4}  # optional, vcpus 1 to 64, memory_gb 1 to 512
+    db:
+      image: postgres:16
+
+A DNS label is 1 to 63 characters of a-z, 0-9 and '-' that neither starts nor
+ends with '-'. No other field is allowed; a value of the wrong type (a port
+"8080" rather than 8080), a repeated key, more than one document, or an anchor
+or alias (&a, *a) is a violation. An optional field set to null counts as
+absent.
+
+A valid document prints "valid" (exit 0). One that is not prints a table of
+its violations (exit 1), each with its path from the top of the document
+(services.web.ports[1]; services["my web"] for a key with other characters)
+and what is wrong; -o json prints the API's answer, {"valid": ..., "violations": [...]}.`
+
 // maxBlueprint is the API's bound on a blueprint document.
 const maxBlueprint = 1 << 20
 
@@ -673,6 +717,13 @@ func defineUsage(fs *flag.FlagSet) runFunc {
 		if err := wantArgs(args); err != nil {
 			return err
 		}
-		return callShow(ctx, a, a.api.usage.GetUsage, &svcv1.GetUsageRequest{})
+		resp, err := a.api.usage.GetUsage(ctx, connect.NewRequest(&svcv1.GetUsageRequest{}))
+		if err != nil {
+			return err
+		}
+		if a.g.output == formatJSON {
+			return writeJSON(a.stdout, resp.Msg, true)
+		}
+		return writeUsage(a.stdout, resp.Msg)
 	}
 }

@@ -8,8 +8,9 @@ import (
 )
 
 // TestHelpAndDocsPageNameEveryCommandFlagAndExitStatus checks that -h of
-// each command and docs/cli.md say the same: every command, every flag,
-// every exit status; and that the README's first screen has the login line.
+// each command and group and docs/cli.md say the same: every command, every
+// flag, every exit status; and that the README's first screen has the login
+// line.
 func TestHelpAndDocsPageNameEveryCommandFlagAndExitStatus(t *testing.T) {
 	doc, err := os.ReadFile("../../docs/cli.md")
 	if err != nil {
@@ -19,7 +20,7 @@ func TestHelpAndDocsPageNameEveryCommandFlagAndExitStatus(t *testing.T) {
 	c := &cli{t: t, env: []string{"HOME=" + t.TempDir(), "XDG_CONFIG_HOME=" + t.TempDir()}}
 	help := c.mustRun("-h").stdout
 	commandLine := regexp.MustCompile(`(?m)^  ([a-z]+(?: [a-z]+)?)(?: [A-Z\[].*?)?\s{2,}\S`)
-	flagLine := regexp.MustCompile(`(?m)^  -([a-z-]+)`)
+	flagLine := regexp.MustCompile(`(?m)^ +(?:-[a-z], )?--([a-z-]+)`)
 	var commands []string
 	for _, m := range commandLine.FindAllStringSubmatch(help, -1) {
 		if strings.HasPrefix(m[1], "orgctl") {
@@ -27,27 +28,45 @@ func TestHelpAndDocsPageNameEveryCommandFlagAndExitStatus(t *testing.T) {
 		}
 		commands = append(commands, m[1])
 	}
-	if len(commands) < 29 {
+	if len(commands) < 31 {
 		t.Fatalf("-h lists %d commands: %q", len(commands), commands)
 	}
+	groups := map[string]bool{}
 	for _, cmd := range commands {
 		if !strings.Contains(page, "`"+cmd) {
 			t.Errorf("docs/cli.md does not document %q", cmd)
 		}
+		if g, _, ok := strings.Cut(cmd, " "); ok {
+			groups[g] = true
+		}
+		// Help is asked for, so it is the answer: standard output, exit 0.
 		r := c.run(append(strings.Fields(cmd), "-h")...)
-		if r.code != 0 || !strings.Contains(r.stderr, "Usage: orgctl "+cmd) {
+		if r.code != 0 || !strings.Contains(r.stdout, "Usage: orgctl "+cmd) || r.stderr != "" {
 			t.Errorf("orgctl %s -h: %s", cmd, r)
 			continue
 		}
-		for _, m := range flagLine.FindAllStringSubmatch(r.stderr, -1) {
+		for _, m := range flagLine.FindAllStringSubmatch(r.stdout, -1) {
 			name := "--" + m[1]
-			if m[1] == "o" {
-				name = "-o"
-			}
 			if !regexp.MustCompile(`(^|[^a-z-])` + regexp.QuoteMeta(name) + `([^a-z-]|$)`).MatchString(page) {
 				t.Errorf("docs/cli.md does not document %s of %q", name, cmd)
 			}
 		}
+	}
+	// docs/cli.md promises `orgctl <command> -h`: a group's lists its commands.
+	for g := range groups {
+		r := c.run(g, "-h")
+		if r.code != 0 || !strings.Contains(r.stdout, "Usage: orgctl "+g+" <command>") {
+			t.Errorf("orgctl %s -h: %s", g, r)
+			continue
+		}
+		for _, cmd := range commands {
+			if verb, ok := strings.CutPrefix(cmd, g+" "); ok && !regexp.MustCompile(`(?m)^  `+verb+`\b`).MatchString(r.stdout) {
+				t.Errorf("orgctl %s -h does not list %s:\n%s", g, verb, r.stdout)
+			}
+		}
+	}
+	if r := c.run("help", "orgs", "create"); r.code != 0 || !strings.Contains(r.stdout, "Usage: orgctl orgs create NAME") {
+		t.Errorf("orgctl help orgs create: %s", r)
 	}
 	for _, status := range []string{"0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "130"} {
 		if !strings.Contains(page, "| "+status+" |") || !regexp.MustCompile(`(?m)^  `+status+` +\S`).MatchString(help) {
@@ -99,7 +118,7 @@ func TestContextsFromTheConfigFileYieldToEnvironmentAndFlags(t *testing.T) {
 		t.Fatalf("config file: %v %v, want mode 0600", info, err)
 	}
 	list := c.mustRun("context", "list").stdout
-	if !strings.Contains(list, "*  prod  https://api.example.com") || !strings.Contains(list, "dev  http://127.0.0.1:8080") {
+	if !regexp.MustCompile(`(?m)^\* +prod +https://api\.example\.com `).MatchString(list) || !regexp.MustCompile(`(?m)^ +dev +http://127\.0\.0\.1:8080 `).MatchString(list) {
 		t.Errorf("context list:\n%s", list)
 	}
 	who := func(env []string, args ...string) string {

@@ -18,8 +18,8 @@ import (
 // Exit statuses, one per class of error (docs/cli.md lists them).
 const (
 	exitOK           = 0
-	exitFailure      = 1 // not otherwise classified; also an invalid blueprint
-	exitUsage        = 2 // bad command, flag, argument or config file
+	exitFailure      = 1 // not otherwise classified; also an invalid blueprint, a deletion not confirmed
+	exitUsage        = 2 // bad command, flag, argument, config file or setting (issuer URL)
 	exitAuth         = 3 // not logged in, session expired, credentials refused
 	exitPermission   = 4 // permission_denied
 	exitNotFound     = 5 // not_found
@@ -30,8 +30,10 @@ const (
 	exitInterrupted  = 130
 	exitCodesSummary = `Exit status:
   0   success
-  1   failure not listed below (internal, unknown); a blueprint that is not valid
-  2   usage: unknown command, bad flag or argument, bad config file
+  1   failure not listed below (internal, unknown); a blueprint that is not valid;
+      a --force deletion answered other than yes
+  2   usage or configuration: unknown command, bad flag or argument, bad config
+      file, an issuer URL with no OIDC discovery document
   3   authentication: not logged in, session expired, credentials refused, unauthenticated
   4   permission_denied
   5   not_found
@@ -50,6 +52,15 @@ func (e *usageError) Error() string { return e.msg }
 func usageErrorf(format string, a ...any) error {
 	return &usageError{fmt.Sprintf(format, a...)}
 }
+
+// configError is a setting that cannot be right: an issuer URL with no
+// discovery document. hints say what a right one looks like.
+type configError struct {
+	msg   string
+	hints []string
+}
+
+func (e *configError) Error() string { return e.msg }
 
 // authError is a failure to get a token: not logged in, a refresh refused,
 // client credentials refused.
@@ -81,6 +92,12 @@ func exitCode(ctx context.Context, err error) int {
 	}
 	if _, ok := errors.AsType[*usageError](err); ok {
 		return exitUsage
+	}
+	if _, ok := errors.AsType[*configError](err); ok {
+		return exitUsage
+	}
+	if errors.Is(err, errIssuerUnavailable) {
+		return exitUnavailable
 	}
 	if _, ok := errors.AsType[*authError](err); ok {
 		return exitAuth
@@ -124,8 +141,9 @@ func exitCode(ctx context.Context, err error) int {
 var errInterrupted = errors.New("interrupted")
 
 // printError writes err for a person: the code, the message, and what the
-// error details say, in plain words.
-func printError(w io.Writer, ctx context.Context, err error) {
+// error details say, in plain words. cmdPath is the command that failed
+// ("orgctl orgs create"), whose -h a usage mistake points to.
+func printError(w io.Writer, ctx context.Context, err error, cmdPath string) {
 	if exitCode(ctx, err) == exitInterrupted {
 		fmt.Fprintln(w, "orgctl: interrupted")
 		return
@@ -133,8 +151,16 @@ func printError(w io.Writer, ctx context.Context, err error) {
 	var ce *connect.Error
 	if !errors.As(err, &ce) {
 		fmt.Fprintf(w, "orgctl: %v\n", err)
+		if ce, ok := errors.AsType[*configError](err); ok {
+			for _, h := range ce.hints {
+				fmt.Fprintf(w, "  %s\n", h)
+			}
+		}
 		if _, ok := errors.AsType[*usageError](err); ok {
-			fmt.Fprintln(w, "Run 'orgctl -h' for usage.")
+			if strings.Contains(err.Error(), "\n") {
+				fmt.Fprintln(w) // after a list of suggestions
+			}
+			fmt.Fprintf(w, "Run '%s -h' for usage.\n", cmdPath)
 		}
 		return
 	}

@@ -66,9 +66,10 @@ type stackOptions struct {
 // stack is a development issuer, a backend and an edge on loopback, as the
 // command meets them in production, with the issuer's token requests counted.
 type stack struct {
-	issuerURL string
-	backend   *testkit.Backend
-	edge      *testkit.Edge
+	issuerURL  string
+	issuerBase string // what devissuer.New was given
+	backend    *testkit.Backend
+	edge       *testkit.Edge
 
 	mu     sync.Mutex
 	grants map[string]int // token requests by grant_type
@@ -86,7 +87,8 @@ func startStack(t *testing.T, o stackOptions) *stack {
 	if o.tokenTTL > 0 {
 		cfg.TokenTTL = o.tokenTTL
 	}
-	iss, err := devissuer.New("http://"+ln.Addr().String(), cfg)
+	st.issuerBase = "http://" + ln.Addr().String()
+	iss, err := devissuer.New(st.issuerBase, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

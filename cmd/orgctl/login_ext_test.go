@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/orgedge/edge/devissuer"
 )
 
 // storedSession reads the session file the command keeps for a context.
@@ -138,5 +140,100 @@ func TestServiceAccountGetsANewTokenForEachCommandAndStoresNothing(t *testing.T)
 	}
 	if r := bad.run("login", "--client-id", "svc-viewer", "--client-secret", "dev-secret"); r.code != 2 {
 		t.Errorf("login as a service account: %s\nwant exit 2", r)
+	}
+}
+
+// replaceAccessToken writes token into the context's stored session in
+// place of the access token login got, leaving its expiry alone.
+func replaceAccessToken(t *testing.T, c *cli, context, token string, refresh ...string) {
+	t.Helper()
+	sess, _ := storedSession(t, c, context)
+	sess["accessToken"] = token
+	if len(refresh) > 0 {
+		sess["refreshToken"] = refresh[0]
+	}
+	data, err := json.Marshal(sess)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(c.configDir, "orgctl", "tokens", context+".json"), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestTokenTheEdgeRefusesBeforeItsExpiryIsRefreshedOnceBeforeAskingToLogIn(t *testing.T) {
+	st := startStack(t, stackOptions{})
+	// A token as the edge sees one signed before a key rotation: the right
+	// issuer, audience and person, a key the issuer no longer publishes.
+	// (The development issuer signs its refresh tokens with its access
+	// tokens' keys, so it cannot retire one without them.)
+	rotated, err := devissuer.New(st.issuerBase, devissuer.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldKeyToken := func(user string) string {
+		t.Helper()
+		tok, err := rotated.TokenFor(user)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+
+	alice := newCLI(t, st)
+	alice.login("alice", "alice")
+	replaceAccessToken(t, alice, "dev", oldKeyToken("alice"))
+	r := alice.mustRun("orgs", "create", "acme", "--billing-email", "billing@acme.example", "-o", "json")
+	if jq(t, ".name", r.stdout) != "acme" || r.stderr != "" {
+		t.Errorf("after the refusal: %s", r)
+	}
+	if n := st.tokenRequests("refresh_token"); n != 1 {
+		t.Errorf("%d refreshes, want 1", n)
+	}
+	if sess, _ := storedSession(t, alice, "dev"); sess["accessToken"] == oldKeyToken("alice") {
+		t.Error("the refreshed token was not stored")
+	}
+
+	// When the refresh fails too, once, the person is told to log in.
+	carol := newCLI(t, st)
+	carol.login("carol", "carol")
+	replaceAccessToken(t, carol, "dev", oldKeyToken("carol"), "revoked")
+	r = carol.run("orgs", "list")
+	if r.code != 3 || !strings.Contains(r.stderr, "orgctl login") {
+		t.Errorf("refresh refused too: %s\nwant exit 3 telling to log in", r)
+	}
+	if n := st.tokenRequests("refresh_token"); n != 2 {
+		t.Errorf("%d refreshes in all, want 2: one for each person", n)
+	}
+}
+
+func TestWrongIssuerURLNamesTheDiscoveryURLTriedAndWhatARightOneLooksLike(t *testing.T) {
+	st := startStack(t, stackOptions{})
+	localhost := strings.Replace(st.issuerURL, "127.0.0.1", "localhost", 1)
+	for _, tc := range []struct {
+		name, issuer string
+		args         []string
+		want         []string
+	}{
+		{"without the realm", st.issuerBase, []string{"login"},
+			[]string{st.issuerBase + "/.well-known/openid-configuration", "404"}},
+		{"the API's URL", st.edge.URL, []string{"login"},
+			[]string{st.edge.URL + "/.well-known/openid-configuration"}},
+		{"the discovery document's URL", st.issuerURL + "/.well-known/openid-configuration", []string{"orgs", "list", "--client-id", "svc-admin", "--client-secret", "dev-secret"},
+			[]string{"the issuer URL is " + st.issuerURL + "."}},
+		{"another name of the host", localhost, []string{"orgs", "list", "--client-id", "svc-admin", "--client-secret", "dev-secret"},
+			[]string{localhost + "/.well-known/openid-configuration", "must be exactly " + st.issuerURL}},
+	} {
+		c := newCLI(t, st, "ORGCTL_ISSUER="+tc.issuer)
+		r := c.run(tc.args...)
+		want := append(tc.want, "/realms/REALM", "https://id.example.com/realms/prod", "<issuer URL>/.well-known/openid-configuration")
+		for _, w := range want {
+			if !strings.Contains(r.stderr, w) {
+				t.Errorf("%s: stderr lacks %q", tc.name, w)
+			}
+		}
+		if r.code != 2 || !strings.HasPrefix(r.stderr, "orgctl: OIDC discovery: ") {
+			t.Errorf("%s: %s\nwant exit 2 (a configuration error)", tc.name, r)
+		}
 	}
 }

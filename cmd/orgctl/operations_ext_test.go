@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -102,14 +103,14 @@ func TestEveryOperationThroughTheEdgeAsTablesAndJSON(t *testing.T) {
 	if got := val(`"\(.apiUsage.limits.requestsPerMinute) \(.resourceUsage.environments)"`, "usage"); got != "60 1" {
 		t.Errorf("usage: %q", got)
 	}
-	has(alice.mustRun("usage"), "API usage limits requests per minute")
+	has(alice.mustRun("usage"), "Rate limit", "60 requests per minute")
 
 	// Deleting: refused while there are projects, the reason in plain words.
 	r := alice.run("orgs", "delete", org)
 	if r.code != 6 || !strings.Contains(r.stderr, "failed_precondition") || !strings.Contains(r.stderr, "ORGANIZATION_HAS_PROJECTS") {
 		t.Errorf("delete with projects: %s\nwant exit 6 with the reason", r)
 	}
-	has(alice.mustRun("projects", "delete", project, "--force"), "Deleted project")
+	has(alice.mustRun("projects", "delete", project, "--force", "--yes"), "Deleted project")
 	has(alice.mustRun("orgs", "delete", org), "Deleted organization")
 	if r := alice.run("orgs", "get", org); r.code != 5 {
 		t.Errorf("get after delete: %s\nwant exit 5", r)
@@ -216,5 +217,38 @@ func TestCtrlCEndsAWatchCleanlyWithExit130(t *testing.T) {
 	ee, ok := errors.AsType[*exec.ExitError](err)
 	if !ok || ee.ExitCode() != 130 || !strings.Contains(stderr.String(), "interrupted") {
 		t.Errorf("after Ctrl-C: %v, stderr %q; want exit 130 and 'interrupted'", err, stderr.String())
+	}
+}
+
+func TestUsageShowsEachLimitBesideWhatIsUsedInHumanUnits(t *testing.T) {
+	st := startStack(t, stackOptions{provisionDelay: 100 * time.Millisecond})
+	c := newCLI(t, st)
+	c.login("alice", "alice")
+	org := jq(t, ".id", c.mustRun("orgs", "create", "u", "--billing-email", "u@example.com", "-o", "json").stdout)
+	project := jq(t, ".id", c.mustRun("projects", "create", "p", "--org", org, "-o", "json").stdout)
+	c.mustRun("envs", "create", "e", "--project", project, "--blueprint", "postgres-16")
+	// The compute used grows with the environment's running time; wait
+	// until the API counts some, as a person would look later.
+	for start := time.Now(); jq(t, ".resourceUsage.vcpuHours", c.mustRun("usage", "-o", "json").stdout) == "0"; {
+		if time.Since(start) > 30*time.Second {
+			t.Fatal("the API counts no compute for a running environment")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	out := c.mustRun("usage").stdout
+	for _, want := range []string{
+		`(?m)^Requests today \(UTC\) +([1-9]\d*) of 10000, the daily cap \((< 1|\d+)%\)$`,
+		`(?m)^Requests this month +[1-9]\d*$`,
+		`(?m)^Rate limit +60 requests per minute$`,
+		`(?m)^Environments running +1$`,
+		`(?m)^Compute this month +(\d+(\.\d{1,3})?|< 0\.001) vCPU-hours$`,
+		`(?m)^Memory this month +(\d+(\.\d{1,3})?|< 0\.001) GB-hours$`,
+	} {
+		if !regexp.MustCompile(want).MatchString(out) {
+			t.Errorf("usage lacks %s:\n%s", want, out)
+		}
+	}
+	if regexp.MustCompile(`\d\.\d{4,}`).MatchString(out) {
+		t.Errorf("usage shows a number of more than three decimals:\n%s", out)
 	}
 }

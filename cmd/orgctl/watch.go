@@ -3,11 +3,11 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"time"
 
 	"connectrpc.com/connect"
+	flag "github.com/spf13/pflag"
 
 	svcv1 "github.com/orgedge/edge/gen/svc/v1"
 )
@@ -22,9 +22,7 @@ func defineEnvWatch(fs *flag.FlagSet) runFunc {
 		}
 		// A watch lasts as long as the environment provisions: --timeout
 		// bounds it only when given.
-		timeoutGiven := false
-		fs.Visit(func(f *flag.Flag) { timeoutGiven = timeoutGiven || f.Name == "timeout" })
-		if timeoutGiven && a.g.timeout > 0 {
+		if fs.Changed("timeout") && a.g.timeout > 0 {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithTimeout(ctx, a.g.timeout)
 			defer cancel()
