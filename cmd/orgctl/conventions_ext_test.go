@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/orgedge/edge/internal/testenv"
 )
 
 // The conventions of gh, kubectl and doctl, through the built command.
@@ -137,7 +139,7 @@ func TestShellCompletionCompletesCommandsFlagsAndContexts(t *testing.T) {
 	// the bash-completion package.
 	const bashCompletion = "/usr/share/bash-completion/bash_completion"
 	if _, err := os.Stat(bashCompletion); err != nil {
-		t.Skipf("no %s (Debian's bash-completion package): the bash round trip is not run", bashCompletion)
+		testenv.Missing(t, "bash-completion", "run the tests with scripts/test, which installs Debian's package")
 	}
 	script := `source ` + bashCompletion + `
 source <(orgctl completion bash)
