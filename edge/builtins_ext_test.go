@@ -2,16 +2,13 @@ package edge_test
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/binary"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
 
-	"golang.org/x/net/http2"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 
@@ -28,11 +25,11 @@ const reflectionV1 = "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo"
 
 // h2cTransport is an HTTP/2 client over cleartext, one call per stream of
 // its connections, as gRPC clients are.
-func h2cTransport(t *testing.T) *http2.Transport {
+func h2cTransport(t *testing.T) *http.Transport {
 	t.Helper()
-	tr := &http2.Transport{AllowHTTP: true, DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, network, addr)
-	}}
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	tr := &http.Transport{Protocols: &p}
 	t.Cleanup(tr.CloseIdleConnections)
 	return tr
 }
