@@ -48,6 +48,7 @@ type Step struct {
 	obs       Observer
 	live      atomic.Pointer[Live] // see Live and SetLive
 	early     *early.Holds         // nil: no call is held
+	builtins  *builtinRates
 	shadows   shadowLog
 	late      lateConfirms // confirmations Redis refused, retried
 }
@@ -73,7 +74,7 @@ type Options struct {
 // New returns the limit step, deciding under live until SetLive.
 func New(live *Live, o Options) *Step {
 	l := &Step{Rates: o.Rates, Streams: o.Streams, Envs: o.Envs, Reconciler: o.Reconciler,
-		onFailure: o.OnRedisFailure, now: time.Now, log: o.Log, obs: o.Observer, early: o.Early}
+		onFailure: o.OnRedisFailure, now: time.Now, log: o.Log, obs: o.Observer, early: o.Early, builtins: newBuiltinRates()}
 	if l.log == nil {
 		l.log = slog.Default()
 	}
@@ -117,7 +118,7 @@ const quotaLimit = "quota"
 // replay (see AdmitReplay) is decided by the plan's limits alone. The
 // caller waits the hold out (Hold.Wait) and then calls Admit.
 func (l *Step) EarlyHold(c classify.Call, p *identity.Principal, rule *policy.Rule, replay bool) early.Hold {
-	if l.early == nil || !l.early.Remembers() {
+	if l.early == nil || !l.early.Remembers() || rule.Builtin {
 		return early.Hold{}
 	}
 	var buf [4]string
@@ -193,6 +194,9 @@ func (l *Step) AdmitReplay(ctx context.Context, w http.ResponseWriter, c classif
 }
 
 func (l *Step) admitCall(ctx context.Context, w http.ResponseWriter, c classify.Call, p *identity.Principal, rule *policy.Rule, pol *Live, replay bool) (*Admission, *connect.Error) {
+	if rule.Builtin {
+		return l.admitBuiltin(ctx, w, c, p, rule, pol)
+	}
 	planName, plan := pol.Limits.PlanFor(p.Plan, p.Subject)
 	req := ratelimit.Request{
 		Subject: p.Subject, SubjectSum: p.SubjectSum,

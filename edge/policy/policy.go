@@ -17,6 +17,9 @@ import (
 // Rule is one procedure's row of the operation table.
 type Rule struct {
 	config.Operation
+	// Builtin: one of the edge's own procedures (config.BuiltinProcedures),
+	// answered by the edge from memory: not charged to any plan.
+	Builtin bool
 }
 
 // Allows reports whether p may call the procedure: a person always (the
@@ -35,8 +38,8 @@ type Table struct {
 	// answers itself: any caller with a valid token (a service account of
 	// any role the table names), read-only, each open stream counted
 	// against the subject's stream cap (the largest concurrent_streams of
-	// the table, which every stream of the subject shares), and the plan's
-	// rate and daily cap like any call.
+	// the table, which every stream of the subject shares), and a rate of
+	// their own, not the plan's (edge/limits).
 	builtins map[string]*Rule
 }
 
@@ -47,7 +50,7 @@ func New(ops []config.Operation) *Table {
 	streams := 0
 	for _, op := range ops {
 		op.ServiceAccountRoles = slices.Clone(op.ServiceAccountRoles)
-		t.rules[op.Procedure] = &Rule{op}
+		t.rules[op.Procedure] = &Rule{Operation: op}
 		for _, r := range op.ServiceAccountRoles {
 			if !slices.Contains(roles, r) {
 				roles = append(roles, r)
@@ -57,7 +60,7 @@ func New(ops []config.Operation) *Table {
 	}
 	slices.Sort(roles)
 	for name := range config.BuiltinProcedures {
-		t.builtins[name] = &Rule{config.Operation{Procedure: name, ServiceAccountRoles: roles, ReadOnly: true, ConcurrentStreams: streams}}
+		t.builtins[name] = &Rule{Operation: config.Operation{Procedure: name, ServiceAccountRoles: roles, ReadOnly: true, ConcurrentStreams: streams}, Builtin: true}
 	}
 	return t
 }
@@ -72,7 +75,7 @@ func (t *Table) Rule(procedure string) *Rule {
 	if r, ok := t.builtins[procedure]; ok {
 		return r
 	}
-	return &Rule{config.Operation{Procedure: procedure}}
+	return &Rule{Operation: config.Operation{Procedure: procedure}}
 }
 
 // Operations returns every row of the table, by procedure.
