@@ -25,6 +25,16 @@ func conformanceSchedule(p Plan, d time.Duration, overload float64) func(i int) 
 	}
 }
 
+// scheduled counts the calls of a schedule.
+func scheduled(at func(i int) (time.Duration, bool)) int {
+	n := 0
+	for ; ; n++ {
+		if _, ok := at(n); !ok {
+			return n
+		}
+	}
+}
+
 // conformanceStep is the interval between a subject's calls.
 func conformanceStep(p Plan, d time.Duration, overload float64) time.Duration {
 	total := overload * (float64(p.Burst) + float64(p.RatePerMinute)*d.Minutes())
@@ -48,13 +58,13 @@ func runConformance(ctx context.Context, r *runner, rep *Report) error {
 	rep.Tolerance = toleranceRule
 	rep.Model = "open"
 	runs := make([]*subjectRun, len(r.subjects))
-	offered := 0.0
+	planned := 0
 	for i, s := range r.subjects {
 		plan, _ := o.plan(s.Plan)
 		runs[i] = &subjectRun{s: s, plan: plan, probe: r.probes[s]}
-		offered += float64(time.Second) / float64(conformanceStep(plan, o.Duration, o.Overload))
+		planned += scheduled(conformanceSchedule(plan, o.Duration, o.Overload))
 	}
-	rep.Rate = offered
+	rep.Planned, rep.Rate = planned, float64(planned)/o.Duration.Seconds()
 
 	start := time.Now().Add(20 * time.Millisecond)
 	tl := newTimeline(start)
@@ -70,7 +80,7 @@ func runConformance(ctx context.Context, r *runner, rep *Report) error {
 	progressDone := make(chan struct{})
 	go func() {
 		defer close(progressDone)
-		progress(done, o.Progress, &r.meter, start, o.Duration)
+		progress(done, o.Progress, &r.meter, start, o.Duration, rep.Rate)
 	}()
 
 	calls := newPool(o.MaxInFlight)
@@ -202,11 +212,18 @@ func judgePlan(p Plan, runs []*subjectRun, d time.Duration) PlanResult {
 		if res.Malformed > 0 {
 			res.Why = append(res.Why, fmt.Sprintf("%d malformed refusals", res.Malformed))
 		}
-		if res.Failed > 0 {
-			res.Why = append(res.Why, fmt.Sprintf("%d calls failed otherwise than refused", res.Failed))
+		// Calls that failed otherwise are the error-rate threshold's.
+		if len(res.Why) == 0 && (res.Sent <= res.Allowance.Allowed+res.Allowance.Tolerance || res.Refused == 0) {
+			// A limit never pushed past proves nothing of the edge.
+			res.Verdict = Inconclusive
+			res.Why = append(res.Why, fmt.Sprintf("offered %d calls, allowed %d + %d, refused %d: never over its limit, so the limit was not tested", res.Sent, res.Allowance.Allowed, res.Allowance.Tolerance, res.Refused))
+		} else if len(res.Why) > 0 {
+			res.Verdict = Fail
 		}
-		if len(res.Why) > 0 {
-			res.Verdict, pr.Verdict = Fail, Fail
+		if res.Verdict != Pass {
+			if pr.Verdict != Fail {
+				pr.Verdict = res.Verdict
+			}
 			for _, w := range res.Why {
 				pr.Why = append(pr.Why, res.Name+": "+w)
 			}

@@ -75,7 +75,7 @@ func runIdempotency(ctx context.Context, r *runner, rep *Report) error {
 	done, progressDone := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(progressDone)
-		progress(done, o.Progress, &r.meter, start, o.Duration)
+		progress(done, o.Progress, &r.meter, start, o.Duration, 0)
 	}()
 	st := &IdempotencyStats{Keys: o.Keys, Duplicates: o.Duplicates, Executions: map[string]int{}}
 	rep.Idempotency = st

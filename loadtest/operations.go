@@ -76,7 +76,7 @@ func runOperations(ctx context.Context, r *runner, rep *Report) error {
 	done, progressDone := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(progressDone)
-		progress(done, r.o.Progress, &r.meter, start, r.o.Duration)
+		progress(done, r.o.Progress, &r.meter, start, r.o.Duration, 0)
 	}()
 
 	var main, free *Subject

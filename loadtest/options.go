@@ -27,6 +27,7 @@ var scenarios = []string{Conformance, Operations, Idempotency, Overhead}
 // Defaults, gentle on purpose: a short run against the development stack.
 const (
 	defaultEdge        = "http://127.0.0.1:8080"
+	defaultAdmin       = "http://127.0.0.1:9090" // the development edge's admin listener
 	defaultIssuer      = "http://127.0.0.1:8081/realms/dev"
 	defaultSubjects    = "free=2,pro=1,enterprise=1"
 	defaultDuration    = 20 * time.Second
@@ -55,7 +56,10 @@ type Options struct {
 	Keys        int     // idempotency: keys
 	Duplicates  int     // idempotency: concurrent calls per key
 	MaxInFlight int
-	Out         string // JSON report path; the SVG goes beside it
+	Out         string   // JSON report path; the HTML report goes beside it
+	Admins      []string // each edge's admin listener (its /metrics), in the order of Edges; none: not read
+
+	Thresholds Thresholds
 
 	ClientSecret string `json:"-"`
 	Password     string `json:"-"`
@@ -64,6 +68,18 @@ type Options struct {
 	Progress io.Writer
 	// Log receives setup and cleanup notes; nil means none.
 	Log io.Writer
+}
+
+// Thresholds are what a user states a run must meet beyond the scenario's
+// own checks, as k6's thresholds: crossing one fails the run, except the
+// achieved rate, whose shortfall makes it inconclusive (the load the
+// verdict needs was not offered).
+type Thresholds struct {
+	MaxErrorRate    float64       `json:"max_error_rate"`             // failed calls over calls sent
+	MaxP99          time.Duration `json:"max_p99,omitempty"`          // the run's answered calls (overhead: through the edge)
+	MaxOverheadP50  time.Duration `json:"max_overhead_p50,omitempty"` // overhead: what the edge adds at p50
+	MaxOverheadP99  time.Duration `json:"max_overhead_p99,omitempty"` // overhead: what the edge adds at p99
+	MinAchievedRate float64       `json:"min_achieved_rate"`          // calls sent over calls planned (open model)
 }
 
 // PlanCount is an entry of -subjects.
@@ -192,7 +208,13 @@ func parseFlags(args []string, stderr io.Writer, getenv func(string) string) (*O
 		keys        = fs.Int("keys", 20, "idempotency: distinct Idempotency-Key `count`")
 		duplicates  = fs.Int("duplicates", 10, "idempotency: concurrent identical calls (`count`) per key")
 		maxInFlight = fs.Int("max-inflight", 1000, "open model: at most this many `calls` in flight; later ones wait, and their latency counts the wait")
-		out         = fs.String("out", "", "JSON report `path` (default loadtest-results/<scenario>-<time>.json); the SVG chart goes beside it")
+		out         = fs.String("out", "", "JSON report `path` (default loadtest-results/<scenario>-<time>.json); the HTML report goes beside it (.html)")
+		admins      = fs.String("admin", "", "each -edge's admin listener `URLs`, comma-separated in the order of -edge, whose /metrics say what the edge did (default http://127.0.0.1:9090 with the default -edge; otherwise none read)")
+		maxErrors   = fs.Float64("max-error-rate", 0, "threshold: calls failed (not refused) over calls sent, as a `fraction`; above it the run fails")
+		maxP99      = fs.Duration("max-p99", 0, "threshold: p99 `latency` of the answered calls (overhead: through the edge); above it the run fails (0: none)")
+		maxOvP50    = fs.Duration("max-overhead-p50", 0, "threshold, overhead: the `latency` the edge adds at p50; above it the run fails (0: none)")
+		maxOvP99    = fs.Duration("max-overhead-p99", 0, "threshold, overhead: the `latency` the edge adds at p99; above it the run fails (0: none)")
+		minAchieved = fs.Float64("min-achieved", 0.95, "threshold, open model: calls sent over calls planned, as a `fraction`; below it the run is INCONCLUSIVE")
 	)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -208,6 +230,7 @@ func parseFlags(args []string, stderr io.Writer, getenv func(string) string) (*O
 		Duration: *duration, Overload: *overload, Issuer: strings.TrimSuffix(*issuerURL, "/"),
 		Keys: *keys, Duplicates: *duplicates, MaxInFlight: *maxInFlight, Out: *out,
 		ClientSecret: *secret, Password: *password,
+		Thresholds: Thresholds{MaxErrorRate: *maxErrors, MaxP99: *maxP99, MaxOverheadP50: *maxOvP50, MaxOverheadP99: *maxOvP99, MinAchievedRate: *minAchieved},
 	}
 	if o.ClientSecret == "" {
 		o.ClientSecret = getenv("LOADTEST_CLIENT_SECRET")
@@ -228,6 +251,35 @@ func parseFlags(args []string, stderr io.Writer, getenv func(string) string) (*O
 			continue
 		}
 		o.Edges = append(o.Edges, e)
+	}
+	switch {
+	case set["admin"]:
+		for _, a := range strings.Split(*admins, ",") {
+			a = strings.TrimSuffix(strings.TrimSpace(a), "/")
+			if err := checkBaseURL(a); err != nil {
+				bad("-admin %q: %v", a, err)
+				continue
+			}
+			o.Admins = append(o.Admins, a)
+		}
+		if len(o.Admins) != len(o.Edges) {
+			bad("-admin names %d admin listeners for %d edges: give one per -edge, in the same order", len(o.Admins), len(o.Edges))
+		}
+	case !set["edge"]:
+		o.Admins = []string{defaultAdmin}
+	}
+	th := o.Thresholds
+	if th.MaxErrorRate < 0 || th.MaxErrorRate > 1 {
+		bad("-max-error-rate %v: want a fraction between 0 and 1", th.MaxErrorRate)
+	}
+	if th.MinAchievedRate < 0 || th.MinAchievedRate > 1 {
+		bad("-min-achieved %v: want a fraction between 0 and 1", th.MinAchievedRate)
+	}
+	if th.MaxP99 < 0 || th.MaxOverheadP50 < 0 || th.MaxOverheadP99 < 0 {
+		bad("-max-p99, -max-overhead-p50 and -max-overhead-p99 take a latency above 0 (0: none)")
+	}
+	if o.Scenario != Overhead && (th.MaxOverheadP50 > 0 || th.MaxOverheadP99 > 0) {
+		bad("-max-overhead-p50 and -max-overhead-p99 apply to -scenario overhead only")
 	}
 	var err error
 	if o.Protocol, err = parseProtocol(*protocol); err != nil {

@@ -23,6 +23,12 @@ func TestDefaultsAreAGentleConformanceRunAgainstTheDevelopmentStack(t *testing.T
 		o.ClientID != "cli" || o.Password != "dev" {
 		t.Fatalf("defaults: %+v", o)
 	}
+	if len(o.Admins) != 1 || o.Admins[0] != "http://127.0.0.1:9090" || o.Thresholds != (Thresholds{MinAchievedRate: 0.95}) {
+		t.Fatalf("admin %v, thresholds %+v: want the development edge's admin listener, no error, 95%% of the planned calls", o.Admins, o.Thresholds)
+	}
+	if o, err := parse("-edge", "http://10.0.0.1:8080"); err != nil || len(o.Admins) != 0 {
+		t.Fatalf("another edge: admin %v (%v), want none", o.Admins, err)
+	}
 	want := []PlanCount{{"free", 2}, {"pro", 1}, {"enterprise", 1}}
 	if len(o.Subjects) != 3 || o.Subjects[0] != want[0] || o.Subjects[1] != want[1] || o.Subjects[2] != want[2] {
 		t.Fatalf("subjects %v, want %v", o.Subjects, want)
@@ -57,6 +63,11 @@ func TestFlagsThatDoNotFitAreRefusedWithAReason(t *testing.T) {
 		{[]string{"-users", "alice=gold", "-password", "x"}, `plan "gold"`},
 		{[]string{"-password", "x"}, "go with -users or -client-id"},
 		{[]string{"extra"}, "unexpected arguments"},
+		{[]string{"-edge", "http://127.0.0.1:8080,http://127.0.0.1:8090", "-admin", "http://127.0.0.1:9090"}, "-admin names 1 admin listeners for 2 edges"},
+		{[]string{"-admin", "127.0.0.1:9090"}, `-admin "127.0.0.1:9090"`},
+		{[]string{"-max-overhead-p99", "5ms"}, "apply to -scenario overhead only"},
+		{[]string{"-max-error-rate", "2"}, "-max-error-rate 2"},
+		{[]string{"-min-achieved", "-0.5"}, "-min-achieved -0.5"},
 	}
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

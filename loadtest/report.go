@@ -6,17 +6,40 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 )
 
-// Verdicts.
+// Verdicts. INCONCLUSIVE is a run that proves nothing either way: the
+// tool could not offer the load its verdict needs (it fell behind its
+// schedule, calls were cut off, a plan was never pushed past its limit).
 const (
-	Pass = "PASS"
-	Fail = "FAIL"
-	Skip = "SKIP"
+	Pass         = "PASS"
+	Fail         = "FAIL"
+	Inconclusive = "INCONCLUSIVE"
+	Skip         = "SKIP"
 )
+
+// Exit statuses.
+const (
+	exitPass         = 0
+	exitFail         = 1 // FAIL, or the run could not start
+	exitUsage        = 2
+	exitInconclusive = 3
+)
+
+// exitStatus is the exit status of a verdict.
+func exitStatus(verdict string) int {
+	switch verdict {
+	case Pass:
+		return exitPass
+	case Inconclusive:
+		return exitInconclusive
+	}
+	return exitFail
+}
 
 // Report is a run's result: what the table, the JSON file and the chart
 // show.
@@ -33,11 +56,16 @@ type Report struct {
 	Rate        float64           `json:"offered_rate_per_s,omitempty"`
 	Concurrency int               `json:"concurrency,omitempty"`
 	Subjects    []SubjectInfo     `json:"subjects"`
+	Planned     int               `json:"planned_calls,omitempty"` // open model: calls the schedule planned
+	Achieved    float64           `json:"achieved_rate_per_s,omitempty"`
 	Verdict     string            `json:"verdict"`
+	Because     []string          `json:"because,omitempty"` // why the verdict is not PASS, the edge's doing included
 	Tolerance   string            `json:"tolerance,omitempty"`
 	Totals      Totals            `json:"totals"`
 	Plans       []PlanResult      `json:"plans,omitempty"`
 	Checks      []Check           `json:"checks,omitempty"`
+	Thresholds  []Check           `json:"thresholds,omitempty"`
+	Edge        []EdgeActivity    `json:"edge_metrics,omitempty"` // what each replica's counters say it did
 	Idempotency *IdempotencyStats `json:"idempotency,omitempty"`
 	Overhead    *OverheadResult   `json:"overhead,omitempty"`
 	Latency     *LatencySummary   `json:"latency,omitempty"`
@@ -111,23 +139,44 @@ type Check struct {
 	Problems []string `json:"problems,omitempty"`
 }
 
-// decide sets the run's verdict: FAIL if any plan or check failed or any
-// refusal was malformed.
+// decide sets the run's verdict and what it names as the reasons: FAIL if
+// any plan, check or threshold failed or any refusal was malformed; else
+// INCONCLUSIVE if any was inconclusive; else PASS. A verdict other than
+// PASS also names what the edges' counters say they did.
 func (rep *Report) decide() {
-	rep.Verdict = Pass
-	for _, p := range rep.Plans {
-		if p.Verdict == Fail {
-			rep.Verdict = Fail
+	var fails, inconclusive []string
+	add := func(v, who string, why []string, observed string) {
+		if len(why) == 0 {
+			why = []string{observed}
+		}
+		for _, w := range why {
+			switch v {
+			case Fail:
+				fails = append(fails, who+": "+w)
+			case Inconclusive:
+				inconclusive = append(inconclusive, who+": "+w)
+			}
 		}
 	}
-	for _, c := range rep.Checks {
-		if c.Verdict == Fail {
-			rep.Verdict = Fail
-		}
+	for _, p := range rep.Plans {
+		add(p.Verdict, "plan "+p.Plan.Name, p.Why, "")
+	}
+	for _, c := range slices.Concat(rep.Checks, rep.Thresholds) {
+		add(c.Verdict, c.Name, c.Problems, c.Observed)
 	}
 	if rep.Totals.Malformed > 0 {
-		rep.Verdict = Fail
+		fails = append(fails, fmt.Sprintf("%d malformed refusals", rep.Totals.Malformed))
 	}
+	switch {
+	case len(fails) > 0:
+		rep.Verdict, rep.Because = Fail, fails
+	case len(inconclusive) > 0:
+		rep.Verdict, rep.Because = Inconclusive, inconclusive
+	default:
+		rep.Verdict, rep.Because = Pass, nil
+		return
+	}
+	rep.Because = append(rep.Because, edgeCauses(rep.Edge)...)
 }
 
 // writeText prints the report as tables.
@@ -147,6 +196,10 @@ func (rep *Report) writeText(w io.Writer) {
 	t := rep.Totals
 	fmt.Fprintf(w, "calls: sent %d  ok %d  refused %d  aborted %d  errors %d  unfinished %d  malformed refusals %d\n",
 		t.Sent, t.OK, t.Refused, t.Aborted, t.Failed, t.Unfinished, t.Malformed)
+	if rep.Planned > 0 {
+		fmt.Fprintf(w, "load: planned %d calls (%.1f/s), sent %d (%.1f/s, %.0f%%)\n",
+			rep.Planned, rep.Rate, t.Sent, rep.Achieved, 100*float64(t.Sent)/float64(rep.Planned))
+	}
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	if len(rep.Plans) > 0 {
@@ -178,6 +231,14 @@ func (rep *Report) writeText(w io.Writer) {
 				fmt.Fprintf(w, "  %s: %s\n", c.Name, p)
 			}
 		}
+	}
+	if len(rep.Thresholds) > 0 {
+		fmt.Fprintln(w)
+		fmt.Fprintln(tw, "THRESHOLD\tLIMIT\tOBSERVED\tVERDICT")
+		for _, c := range rep.Thresholds {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", c.Name, c.Expected, c.Observed, c.Verdict)
+		}
+		_ = tw.Flush()
 	}
 	if s := rep.Idempotency; s != nil {
 		fmt.Fprintf(w, "\nkeys %d × %d duplicates: answered %d (first %d, replayed %d), aborted (IDEMPOTENCY_KEY_IN_USE) %d, refused by limits %d, other errors %d\n",
@@ -216,7 +277,24 @@ func (rep *Report) writeText(w io.Writer) {
 			fmt.Fprintf(w, "note: %s\n", n)
 		}
 	}
+	if len(rep.Edge) > 0 {
+		fmt.Fprintf(w, "\nthe edge during the run (its /metrics before and after; counters of the whole replica):\n")
+		for _, a := range rep.Edge {
+			switch {
+			case a.Error != "":
+				fmt.Fprintf(w, "  %s (%s): not read: %s\n", a.Edge, a.Admin, a.Error)
+			case len(a.Said) == 0:
+				fmt.Fprintf(w, "  %s (%s): closed no connection, held no call, answered nothing unavailable, no fail-open decision\n", a.Edge, a.Admin)
+			}
+			for _, said := range a.Said {
+				fmt.Fprintf(w, "  %s %s\n", a.Edge, said)
+			}
+		}
+	}
 	fmt.Fprintf(w, "\nVERDICT %s\n", rep.Verdict)
+	for _, b := range rep.Because {
+		fmt.Fprintf(w, "  because %s\n", b)
+	}
 }
 
 func signedMicros(us int64) string {

@@ -184,10 +184,12 @@ func (t *Timeline) Series(seconds int) []Series {
 }
 
 // progress writes a progress line to w about once a second until done is
-// closed: elapsed, sent, ok, refused, errors and the rate of the last
-// second. On a terminal it rewrites one line; elsewhere it writes a line
-// each time.
-func progress(done <-chan struct{}, w io.Writer, m *Meter, start time.Time, total time.Duration) {
+// closed: elapsed, the share of the duration done and the time left, sent,
+// ok, refused, errors and the rate of the last second, and a warning when
+// the rate so far falls under 95% of target (calls per second the schedule plans; 0:
+// none, a closed model or a scenario of its own pace). On a terminal it
+// rewrites one line; elsewhere it writes a line each time.
+func progress(done <-chan struct{}, w io.Writer, m *Meter, start time.Time, total time.Duration, target float64) {
 	if w == nil {
 		return
 	}
@@ -200,16 +202,18 @@ func progress(done <-chan struct{}, w io.Writer, m *Meter, start time.Time, tota
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	last, lastAt := int64(0), start
-	line := func(now time.Time) {
+	line := func(now time.Time, final bool) {
 		sent := m.sent.Load()
 		rate := float64(sent-last) / max(now.Sub(lastAt).Seconds(), 0.001)
 		last, lastAt = sent, now
-		elapsed := max(now.Sub(start), 0).Round(time.Second)
-		s := fmt.Sprintf("%5s/%s  sent %d  ok %d  refused %d  errors %d  rate %.0f/s",
-			elapsed, total, sent, m.ok.Load(), m.refused.Load(), m.failed.Load(), rate)
-		if a := m.aborted.Load(); a > 0 {
-			s += fmt.Sprintf("  (aborted %d)", a)
+		elapsed := max(now.Sub(start), 0)
+		if final {
+			// The last interval is cut short by the end of the schedule
+			// (and drawn out by the calls' drain): the whole run's rate
+			// says more.
+			rate = float64(sent) / max(min(elapsed, total).Seconds(), 0.001)
 		}
+		s := progressLine(elapsed, total, sent, m.ok.Load(), m.refused.Load(), m.failed.Load(), m.aborted.Load(), rate, target)
 		if tty {
 			fmt.Fprintf(w, "\r\033[K%s", s)
 		} else {
@@ -219,13 +223,30 @@ func progress(done <-chan struct{}, w io.Writer, m *Meter, start time.Time, tota
 	for {
 		select {
 		case <-done:
-			line(time.Now())
+			line(time.Now(), true)
 			if tty {
 				fmt.Fprintln(w)
 			}
 			return
 		case now := <-t.C:
-			line(now)
+			line(now, false)
 		}
 	}
+}
+
+// progressLine is one line of progress; see progress.
+func progressLine(elapsed, total time.Duration, sent, ok, refused, failed, aborted int64, rate, target float64) string {
+	elapsed = min(elapsed, total)
+	pct := 100 * elapsed.Seconds() / total.Seconds()
+	s := fmt.Sprintf("%5s/%s %3.0f%% ETA %-5s sent %d  ok %d  refused %d  errors %d  rate %.0f/s",
+		elapsed.Round(time.Second), total, pct, (total - elapsed).Round(time.Second), sent, ok, refused, failed, rate)
+	if aborted > 0 {
+		s += fmt.Sprintf("  (aborted %d)", aborted)
+	}
+	// Judged on the calls sent so far, not the last second's, which a
+	// low rate's whole calls make jumpy (16 in a second of a planned 18/s).
+	if achieved := float64(sent) / elapsed.Seconds(); target > 0 && elapsed >= time.Second && achieved < 0.95*target {
+		s += fmt.Sprintf("  WARNING: %.0f/s sent of %.0f/s planned: the client cannot keep up", achieved, target)
+	}
+	return s
 }

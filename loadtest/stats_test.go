@@ -71,7 +71,7 @@ func TestTimelineCountsPerSecondByGroup(t *testing.T) {
 	}
 }
 
-func TestProgressLineSaysElapsedSentOkRefusedErrorsAndRate(t *testing.T) {
+func TestProgressLineSaysElapsedShareETASentOkRefusedErrorsAndRate(t *testing.T) {
 	var m Meter
 	m.sent.Add(10)
 	m.ok.Add(7)
@@ -80,8 +80,28 @@ func TestProgressLineSaysElapsedSentOkRefusedErrorsAndRate(t *testing.T) {
 	var out strings.Builder
 	done := make(chan struct{})
 	close(done)
-	progress(done, &out, &m, time.Now().Add(-3*time.Second), 20*time.Second)
-	if got := out.String(); !strings.Contains(got, "3s/20s  sent 10  ok 7  refused 2  errors 1  rate") {
+	progress(done, &out, &m, time.Now().Add(-5*time.Second), 20*time.Second, 0)
+	if got := out.String(); !strings.Contains(got, "5s/20s  25% ETA 15s   sent 10  ok 7  refused 2  errors 1  rate 2/s") || strings.Contains(got, "WARNING") {
 		t.Fatalf("progress %q", got)
+	}
+}
+
+func TestProgressLineWarnsWhenTheRateFallsUnderTheTarget(t *testing.T) {
+	tests := []struct {
+		elapsed time.Duration
+		sent    int64
+		target  float64
+		warn    string
+	}{
+		{3 * time.Second, 54, 410, "WARNING: 18/s sent of 410/s planned: the client cannot keep up"},
+		{3 * time.Second, 1200, 410, ""},     // within 5%
+		{3 * time.Second, 54, 0, ""},         // no target: a closed model
+		{500 * time.Millisecond, 0, 410, ""}, // before the first second
+	}
+	for _, tc := range tests {
+		got := progressLine(tc.elapsed, 10*time.Second, tc.sent, tc.sent, 0, 0, 0, 18, tc.target)
+		if tc.warn == "" && strings.Contains(got, "WARNING") || tc.warn != "" && !strings.HasSuffix(got, "  "+tc.warn) {
+			t.Errorf("%d sent in %v of %v/s: %q, want warning %q", tc.sent, tc.elapsed, tc.target, got, tc.warn)
+		}
 	}
 }
