@@ -153,3 +153,22 @@ func inOrder(t *testing.T, out string, want []string) {
 		rest = rest[at+len(w):]
 	}
 }
+
+// TestOperationsPassesAgainstACorrectEdge: the operations scenario, as a
+// user runs it, against a real edge with the specification's tables:
+// every check passes (each operation limit judged by when the edge can
+// have admitted each call).
+func TestOperationsPassesAgainstACorrectEdge(t *testing.T) {
+	iss := testkit.StartIssuer(t)
+	be := testkit.StartBackend(t, testkit.SQLite, iss.URL(), orgsvc.Config{})
+	e := testkit.StartEdge(t, testkit.EdgeConfig(t, be.URL, iss.URL()))
+	var stdout, stderr bytes.Buffer
+	status := mainExit([]string{"-scenario", "operations", "-edge", e.URL, "-admin", e.AdminURL, "-issuer", iss.URL(),
+		"-duration", "60s", "-out", filepath.Join(t.TempDir(), "r.json")}, &stdout, &stderr)
+	out := stderr.String() + stdout.String()
+	if status != exitPass {
+		t.Fatalf("exit status %d, want %d:\n%s", status, exitPass, out)
+	}
+	inOrder(t, out, []string{"SearchCatalog 30/min", "PASS", "ValidateBlueprint 30/min", "PASS", "CreateEnvironment 10/min", "PASS",
+		"WatchEnvironment streams", "PASS", "free: concurrent environments", "PASS", "VERDICT PASS\n"})
+}
