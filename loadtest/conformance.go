@@ -71,6 +71,15 @@ func runConformance(ctx context.Context, r *runner, rep *Report) error {
 	for _, p := range planOrder(runs) {
 		tl.Declare(p.Name)
 	}
+	// Each replica's part, when there are several: proving a shared limit
+	// is seeing each admit its share and no more in all.
+	var replicas *Timeline
+	if len(r.edges) > 1 {
+		replicas = newTimeline(start)
+		for _, e := range r.edges {
+			replicas.Declare(e.Name)
+		}
+	}
 	lat := newLatency()
 	loadCtx, stopLoad := context.WithDeadline(ctx, start.Add(o.Duration))
 	defer stopLoad()
@@ -90,9 +99,9 @@ func runConformance(ctx context.Context, r *runner, rep *Report) error {
 		schedulers.Go(func() {
 			offer(loadCtx, start, conformanceSchedule(sr.plan, o.Duration, o.Overload), func(_ int, intended time.Time) bool {
 				return calls.goCall(loadCtx, func() {
-					sentAt := time.Now()
+					sentAt, tg := time.Now(), r.edge()
 					r.meter.sent.Add(1)
-					_, res := unary[svcv1.ListOrganizationsRequest, svcv1.ListOrganizationsResponse](callCtx, r.edge(),
+					_, res := unary[svcv1.ListOrganizationsRequest, svcv1.ListOrganizationsResponse](callCtx, tg,
 						svcv1connect.OrganizationServiceListOrganizationsProcedure, sr.s.Token(), &svcv1.ListOrganizationsRequest{}, nil)
 					out := res.outcome()
 					if out == Refused && !r.refusal(sr.s.Name, res, rateRefusal) {
@@ -100,11 +109,15 @@ func runConformance(ctx context.Context, r *runner, rep *Report) error {
 						sr.wrong++
 						sr.mu.Unlock()
 					}
+					took := time.Since(intended)
 					if out == OK || out == Refused {
-						lat.Record(time.Since(intended))
+						lat.Record(took)
 					}
 					r.meter.add(out)
-					tl.Add(sr.plan.Name, sentAt, out)
+					tl.Add(sr.plan.Name, sentAt, out, took)
+					if replicas != nil {
+						replicas.Add(tg.Name, sentAt, out, took)
+					}
 					sr.mu.Lock()
 					defer sr.mu.Unlock()
 					sr.sent++
@@ -141,14 +154,20 @@ func runConformance(ctx context.Context, r *runner, rep *Report) error {
 	rep.Latency, rep.LatencyFrom = &s, "answered calls, from the intended send time"
 	seconds := int(math.Ceil(o.Duration.Seconds()))
 	rep.Timeline = tl.Series(seconds)
+	if replicas != nil {
+		rep.Replicas = replicas.Series(seconds)
+	}
 	for _, pc := range planOrder(runs) {
 		pr := judgePlan(pc, runs, o.Duration)
-		rep.Plans = append(rep.Plans, pr)
 		for i := range rep.Timeline {
-			if rep.Timeline[i].Group == pr.Plan.Name {
-				rep.Timeline[i].Limit, rep.Timeline[i].Allowed = limitLines(pr.Plan, pr.Subjects, seconds)
+			if s := &rep.Timeline[i]; s.Group == pr.Plan.Name {
+				s.Limit, s.Allowed = limitLines(pr.Plan, pr.Subjects, seconds)
+				if pr.Verdict == Fail {
+					pr.FailedAt = overAdmittedAt(*s, pr.Tolerance)
+				}
 			}
 		}
+		rep.Plans = append(rep.Plans, pr)
 	}
 	return nil
 }
@@ -258,4 +277,18 @@ func limitLines(p Plan, n, seconds int) (rate, cumulative []float64) {
 		cumulative[i] = float64(n*p.Burst) + perSecond*float64(i+1)
 	}
 	return rate, cumulative
+}
+
+// overAdmittedAt is the end of the first second in which a plan's
+// admitted calls in all rose above its allowance and tolerance, else the
+// end of the run (the plan failed otherwise).
+func overAdmittedAt(s Series, tolerance int) *float64 {
+	admitted := 0
+	for i, b := range s.Buckets {
+		admitted += b.OK
+		if i < len(s.Allowed) && float64(admitted) > s.Allowed[i]+float64(tolerance) {
+			return secondsAt(float64(i + 1))
+		}
+	}
+	return secondsAt(float64(len(s.Buckets)))
 }

@@ -111,7 +111,7 @@ func runIdempotency(ctx context.Context, r *runner, rep *Report) error {
 					id, res := create(k)
 					out := res.outcome()
 					r.meter.add(out)
-					tl.Add("CreateOrganization", sentAt, out)
+					tl.Add("CreateOrganization", sentAt, out, time.Since(sentAt))
 					lat.Record(time.Since(sentAt))
 					mu.Lock()
 					defer mu.Unlock()
@@ -168,7 +168,7 @@ func runIdempotency(ctx context.Context, r *runner, rep *Report) error {
 			id, res := create(k)
 			out := res.outcome()
 			r.meter.add(out)
-			tl.Add("CreateOrganization", sentAt, out)
+			tl.Add("CreateOrganization", sentAt, out, time.Since(sentAt))
 			k.mu.Lock()
 			first := k.orgID
 			k.mu.Unlock()

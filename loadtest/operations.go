@@ -64,7 +64,7 @@ func (o *ops) count(sentAt time.Time, res Result) Outcome {
 	out := res.outcome()
 	o.r.meter.sent.Add(1)
 	o.r.meter.add(out)
-	o.tl.Add("calls", sentAt, out)
+	o.tl.Add("calls", sentAt, out, time.Since(sentAt))
 	return out
 }
 
@@ -93,22 +93,27 @@ func runOperations(ctx context.Context, r *runner, rep *Report) error {
 		r.note("no subject on a plan other than free: the operation rates run as %s, whose plan rate may refuse first", main.Name)
 	}
 
-	rep.Checks = append(rep.Checks,
-		op.rateCheck(ctx, main, "SearchCatalog", searchCatalogPerMin, func(ctx context.Context, tg *Target, tok string) Result {
-			_, res := unary[svcv1.SearchCatalogRequest, svcv1.SearchCatalogResponse](ctx, tg, svcv1connect.BlueprintServiceSearchCatalogProcedure, tok, &svcv1.SearchCatalogRequest{Query: "redis"}, nil)
-			return res
-		}),
-		op.rateCheck(ctx, main, "ValidateBlueprint", validateBlueprintPerMin, func(ctx context.Context, tg *Target, tok string) Result {
-			_, res := unary[svcv1.ValidateBlueprintRequest, svcv1.ValidateBlueprintResponse](ctx, tg, svcv1connect.BlueprintServiceValidateBlueprintProcedure, tok,
-				&svcv1.ValidateBlueprintRequest{Content: "name: shop\nservices:\n  web:\n    image: nginx:1.27\n"}, nil)
-			return res
-		}))
-
+	// A failed check is marked where it ended.
+	mark := func(c Check) Check {
+		if c.Verdict == Fail {
+			c.FailedAt = secondsAt(time.Since(start).Seconds())
+		}
+		return c
+	}
+	rep.Checks = append(rep.Checks, mark(op.rateCheck(ctx, main, "SearchCatalog", searchCatalogPerMin, func(ctx context.Context, tg *Target, tok string) Result {
+		_, res := unary[svcv1.SearchCatalogRequest, svcv1.SearchCatalogResponse](ctx, tg, svcv1connect.BlueprintServiceSearchCatalogProcedure, tok, &svcv1.SearchCatalogRequest{Query: "redis"}, nil)
+		return res
+	})))
+	rep.Checks = append(rep.Checks, mark(op.rateCheck(ctx, main, "ValidateBlueprint", validateBlueprintPerMin, func(ctx context.Context, tg *Target, tok string) Result {
+		_, res := unary[svcv1.ValidateBlueprintRequest, svcv1.ValidateBlueprintResponse](ctx, tg, svcv1connect.BlueprintServiceValidateBlueprintProcedure, tok,
+			&svcv1.ValidateBlueprintRequest{Content: "name: shop\nservices:\n  web:\n    image: nginx:1.27\n"}, nil)
+		return res
+	})))
 	envs, check := op.createEnvironmentCheck(ctx, main)
-	rep.Checks = append(rep.Checks, check)
-	rep.Checks = append(rep.Checks, op.streamsCheck(ctx, main, envs))
+	rep.Checks = append(rep.Checks, mark(check))
+	rep.Checks = append(rep.Checks, mark(op.streamsCheck(ctx, main, envs)))
 	if free != nil {
-		rep.Checks = append(rep.Checks, op.quotaCheck(ctx, free))
+		rep.Checks = append(rep.Checks, mark(op.quotaCheck(ctx, free)))
 	} else {
 		rep.Checks = append(rep.Checks, Check{Name: "free: concurrent environments", Expected: "2 created, the 3rd refused ENVIRONMENT_QUOTA_EXCEEDED",
 			Observed: "no subject on plan free", Verdict: Skip})

@@ -132,7 +132,7 @@ func runOverhead(ctx context.Context, r *runner, rep *Report) error {
 		out := res.outcome()
 		r.meter.add(out)
 		sd := sides[which]
-		tl.Add(sd.name, sentAt, out)
+		tl.Add(sd.name, sentAt, out, time.Since(from))
 		if out == OK {
 			sd.lat.Record(time.Since(from))
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -71,6 +72,7 @@ type Report struct {
 	Latency     *LatencySummary   `json:"latency,omitempty"`
 	LatencyFrom string            `json:"latency_from,omitempty"` // what Latency measures from
 	Timeline    []Series          `json:"timeline"`
+	Replicas    []Series          `json:"per_replica,omitempty"` // conformance over several edges: each replica's calls
 	Malformed   []string          `json:"malformed_examples,omitempty"`
 	Notes       []string          `json:"notes,omitempty"`
 }
@@ -113,6 +115,7 @@ type PlanResult struct {
 	DailyReached   bool            `json:"daily_cap_reached"`
 	Verdict        string          `json:"verdict"`
 	Why            []string        `json:"why,omitempty"`
+	FailedAt       *float64        `json:"failed_at_s,omitempty"` // seconds into the run where it first failed
 	PerSubject     []SubjectResult `json:"per_subject"`
 }
 
@@ -137,7 +140,11 @@ type Check struct {
 	Observed string   `json:"observed"`
 	Verdict  string   `json:"verdict"`
 	Problems []string `json:"problems,omitempty"`
+	FailedAt *float64 `json:"failed_at_s,omitempty"` // seconds into the run where it failed, for the report's mark
 }
+
+// secondsAt is a point of the run, for FailedAt.
+func secondsAt(s float64) *float64 { return &s }
 
 // decide sets the run's verdict and what it names as the reasons: FAIL if
 // any plan, check or threshold failed or any refusal was malformed; else
@@ -304,19 +311,21 @@ func signedMicros(us int64) string {
 	return "+" + micros(us)
 }
 
-// outputPaths returns where the JSON report and the chart go: -out and the
-// same name with .svg, or loadtest-results/<scenario>-<time>.json.
+// outputPaths returns where the JSON report and the HTML report go: -out
+// and the same name with .html, or loadtest-results/<scenario>-<time>.json.
 func outputPaths(out, scenario string, started time.Time) (string, string) {
 	if out == "" {
 		out = filepath.Join("loadtest-results", fmt.Sprintf("%s-%s.json", scenario, started.Format("20060102-150405")))
 	}
-	return out, strings.TrimSuffix(out, filepath.Ext(out)) + ".svg"
+	return out, strings.TrimSuffix(out, filepath.Ext(out)) + ".html"
 }
 
-// writeFiles writes the JSON report and the SVG chart.
-func (rep *Report) writeFiles(jsonPath, svgPath string) error {
-	if err := os.MkdirAll(filepath.Dir(jsonPath), 0o755); err != nil {
-		return err
+// writeFiles writes the JSON report and the HTML report.
+func (rep *Report) writeFiles(jsonPath, htmlPath string) error {
+	for _, p := range []string{jsonPath, htmlPath} {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
 	}
 	b, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {
@@ -325,8 +334,9 @@ func (rep *Report) writeFiles(jsonPath, svgPath string) error {
 	if err := os.WriteFile(jsonPath, append(b, '\n'), 0o644); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(svgPath), 0o755); err != nil {
+	var page bytes.Buffer
+	if err := rep.writeHTML(&page); err != nil {
 		return err
 	}
-	return os.WriteFile(svgPath, chart(rep), 0o644)
+	return os.WriteFile(htmlPath, page.Bytes(), 0o644)
 }

@@ -55,10 +55,10 @@ func TestMicrosReadsInTheRightUnit(t *testing.T) {
 func TestTimelineCountsPerSecondByGroup(t *testing.T) {
 	start := time.Now()
 	tl := newTimeline(start)
-	tl.Add("free", start.Add(100*time.Millisecond), OK)
-	tl.Add("free", start.Add(1500*time.Millisecond), Refused)
-	tl.Add("pro", start.Add(2100*time.Millisecond), Failed)
-	tl.Add("pro", start.Add(-time.Millisecond), OK) // sent just before start: second 0
+	tl.Add("free", start.Add(100*time.Millisecond), OK, 2*time.Millisecond)
+	tl.Add("free", start.Add(1500*time.Millisecond), Refused, time.Millisecond)
+	tl.Add("pro", start.Add(2100*time.Millisecond), Failed, time.Second)
+	tl.Add("pro", start.Add(-time.Millisecond), OK, 3*time.Millisecond) // sent just before start: second 0
 	series := tl.Series(4)
 	if len(series) != 2 || series[0].Group != "free" || series[1].Group != "pro" {
 		t.Fatalf("%+v", series)
@@ -68,6 +68,14 @@ func TestTimelineCountsPerSecondByGroup(t *testing.T) {
 	}
 	if b := series[1].Buckets; b[0].OK != 1 || b[2].Failed != 1 {
 		t.Fatalf("pro %+v", b)
+	}
+	// Answers' latency per second (a failed call has none); a percentile
+	// reads as the upper bound of its bucket, at most 40% high.
+	if l := series[0].Latency; len(l) != 4 || l[0].Count != 1 || l[0].P50 < 2000 || l[0].P50 > 2800 || l[0].Max != 2000 || l[1].Count != 1 {
+		t.Fatalf("free latency %+v", l)
+	}
+	if l := series[1].Latency; l[0].Count != 1 || l[2].Count != 0 {
+		t.Fatalf("pro latency %+v", l)
 	}
 }
 

@@ -21,7 +21,7 @@ func judgeThresholds(th Thresholds, rep *Report) []Check {
 	c := Check{Name: "error rate", Expected: "≤ " + percent(th.MaxErrorRate) + " (-max-error-rate)",
 		Observed: fmt.Sprintf("%s (%d errors of %d calls)", percent(errRate), t.Failed, t.Sent), Verdict: Pass}
 	if errRate > th.MaxErrorRate {
-		c.Verdict = Fail
+		c.Verdict, c.FailedAt = Fail, firstSecond(rep.Timeline, func(i int, b Bucket) bool { return b.Failed > 0 })
 		c.Problems = []string{fmt.Sprintf("%d of %d calls failed otherwise than refused (%s), above -max-error-rate %s", t.Failed, t.Sent, percent(errRate), percent(th.MaxErrorRate))}
 	}
 	out = append(out, c)
@@ -31,7 +31,12 @@ func judgeThresholds(th Thresholds, rep *Report) []Check {
 		c := Check{Name: "achieved rate", Expected: fmt.Sprintf("≥ %s of %d planned calls (-min-achieved), none unfinished", percent(th.MinAchievedRate), rep.Planned),
 			Observed: fmt.Sprintf("%d sent (%s, %.1f/s of %.1f/s), %d unfinished", t.Sent, percent(sent), rep.Achieved, rep.Rate, t.Unfinished), Verdict: Pass}
 		if sent < th.MinAchievedRate {
-			c.Verdict = Inconclusive
+			// Where the calls sent so far first fell behind the schedule.
+			total := 0
+			c.Verdict, c.FailedAt = Inconclusive, firstSecond(rep.Timeline, func(i int, b Bucket) bool {
+				total += b.OK + b.Refused + b.Aborted + b.Failed
+				return float64(total) < th.MinAchievedRate*rep.Rate*float64(i+1)
+			})
 			c.Problems = append(c.Problems, fmt.Sprintf("the tool sent %d of the %d calls it planned (%.1f/s of %.1f/s, %s): it could not keep up, so the edge was not offered the load the verdict needs (raise -max-inflight, give fewer subjects or a lower load, or run on a less loaded machine)",
 				t.Sent, rep.Planned, rep.Achieved, rep.Rate, percent(sent)))
 		}
@@ -86,4 +91,26 @@ func latencyThreshold(name, flag string, limit time.Duration, us int64, measured
 // percent formats a fraction: 0.95 is 95%, 0.0123 is 1.23%.
 func percent(f float64) string {
 	return strconv.FormatFloat(100*f, 'g', 3, 64) + "%"
+}
+
+// firstSecond is the end of the first second, over every series in turn
+// summed, for which at says true; nil when none does.
+func firstSecond(series []Series, at func(i int, b Bucket) bool) *float64 {
+	n := 0
+	for _, s := range series {
+		n = max(n, len(s.Buckets))
+	}
+	for i := range n {
+		var sum Bucket
+		for _, s := range series {
+			if i < len(s.Buckets) {
+				b := s.Buckets[i]
+				sum.OK, sum.Refused, sum.Aborted, sum.Failed = sum.OK+b.OK, sum.Refused+b.Refused, sum.Aborted+b.Aborted, sum.Failed+b.Failed
+			}
+		}
+		if at(i, sum) {
+			return secondsAt(float64(i + 1))
+		}
+	}
+	return nil
 }
