@@ -4,6 +4,8 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -134,5 +136,46 @@ func TestExitStatusIsTwoForAUsageErrorAndZeroForHelp(t *testing.T) {
 	}
 	if got := mainExit([]string{"-h"}, io.Discard, io.Discard); got != 0 {
 		t.Fatalf("-h: exit %d", got)
+	}
+}
+
+// TestREADMEAndHelpSayTheSame: every flag the README's load-testing section
+// names is one of the tool's, the section names the flags that decide a
+// verdict, and both give the same exit statuses.
+func TestREADMEAndHelpSayTheSame(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	section, ok := strings.CutPrefix(string(readme)[strings.Index(string(readme), "## Load testing"):], "## Load testing")
+	if !ok {
+		t.Fatal("README.md has no Load testing section")
+	}
+	section = section[:strings.Index(section, "\n## ")]
+	var help strings.Builder
+	if _, err := parseFlags([]string{"-h"}, &help, func(string) string { return "" }); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("-h: %v", err)
+	}
+	// The edge's own flags aside (go run ./cmd/edge -dev).
+	ours := regexp.MustCompile("`go run ./cmd/edge[^`]*`").ReplaceAllString(section, "")
+	for _, name := range regexp.MustCompile("[ `(]-([a-z][a-z0-9-]+)").FindAllStringSubmatch(ours, -1) {
+		if !strings.Contains(help.String(), "\n  -"+name[1]+" ") && !strings.Contains(help.String(), "\n  -"+name[1]+"\n") {
+			t.Errorf("README names -%s, which -h does not list", name[1])
+		}
+	}
+	for _, f := range []string{"-admin", "-max-error-rate", "-max-p99", "-max-overhead-p50", "-max-overhead-p99", "-min-achieved", "-out"} {
+		if !strings.Contains(section, "`"+f+"`") {
+			t.Errorf("README's Load testing section does not name %s", f)
+		}
+	}
+	for _, status := range []struct{ readme, help string }{
+		{"0 PASS", "0\non PASS"}, {"1 FAIL", "1 on FAIL"}, {"2 usage error", "2 on a usage error"}, {"3 INCONCLUSIVE", "3\non INCONCLUSIVE"},
+	} {
+		if !strings.Contains(section, status.readme) || !strings.Contains(help.String(), status.help) {
+			t.Errorf("exit status %q (README) / %q (-h): not in both", status.readme, status.help)
+		}
+	}
+	if exitStatus(Pass) != 0 || exitStatus(Fail) != 1 || exitUsage != 2 || exitStatus(Inconclusive) != 3 {
+		t.Error("the exit statuses are not the documented ones")
 	}
 }
