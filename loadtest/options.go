@@ -149,7 +149,9 @@ for a new subject) + one request per emission interval (60s/rate) from the
 probe to the subject's last send, capped by the daily cap left (cap -
 requests today). Tolerance = max(1% of allowed, 1 request) + 1 request (one
 emission interval of timing between the client's clock and the edge's).
-FAIL if admitted > allowed + tolerance (over-admission), admitted +
+FAIL if admitted > allowed + tolerance, allowed counted to the last
+admitted call's answer (the latest the edge can have decided it), not its
+send (over-admission), admitted +
 unfinished < min(allowed, sent) - tolerance (over-refusal), any refusal is
 malformed, or GetUsage reports other limits than -plans. INCONCLUSIVE if the
 subject was not offered more than allowed + tolerance or nothing was

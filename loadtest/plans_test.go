@@ -65,11 +65,26 @@ func TestVerdictFailsOverAndUnderAdmissionBeyondTheTolerance(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			why := strings.Join(judge(a, tc.sent, tc.admitted, tc.unfinished), "; ")
+			why := strings.Join(judge(a, a, tc.sent, tc.admitted, tc.unfinished), "; ")
 			if tc.fail == "" && why != "" || tc.fail != "" && !strings.Contains(why, tc.fail) {
 				t.Fatalf("judge = %q, want %q", why, tc.fail)
 			}
 		})
+	}
+}
+
+func TestAPlanMayAdmitUpToTheLastAdmittedCallsAnswer(t *testing.T) {
+	p := Plan{RatePerMinute: 60, Burst: 100}
+	bySend := allowance(p, 100, 20*time.Second, -1)   // the last send at 20s: 120 ± 3
+	byAnswer := allowance(p, 100, 25*time.Second, -1) // served and answered at 25s on a loaded machine: 125 ± 3
+	if why := judge(byAnswer, bySend, 240, 127, 0); len(why) > 0 {
+		t.Fatalf("127 admitted by 25s: %q", why)
+	}
+	if why := judge(bySend, bySend, 240, 127, 0); len(why) == 0 {
+		t.Fatal("judged by the sends, 127 admitted should fail: the test no longer shows the difference")
+	}
+	if why := judge(byAnswer, bySend, 240, 129, 0); len(why) == 0 {
+		t.Fatal("129 admitted by 25s passed")
 	}
 }
 
