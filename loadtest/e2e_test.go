@@ -73,16 +73,16 @@ func TestConformancePassesAgainstARealEdgeInEveryProtocol(t *testing.T) {
 			if pr.Refused == 0 || pr.Admitted < 2*(9+2) || pr.Admitted > 2*(9+refills) {
 				t.Fatalf("admitted %d, refused %d in %v:\n%s", pr.Admitted, pr.Refused, results[i].took, text.String())
 			}
-			jsonPath, svgPath := outputPaths(o.Out, o.Scenario, rep.Started)
-			if err := rep.writeFiles(jsonPath, svgPath); err != nil {
+			jsonPath, htmlPath := outputPaths(o.Out, o.Scenario, rep.Started)
+			if err := rep.writeFiles(jsonPath, htmlPath); err != nil {
 				t.Fatal(err)
 			}
-			svg, err := os.ReadFile(svgPath)
+			page, err := os.ReadFile(htmlPath)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := svgSeries(t, svg); !strings.Contains(strings.Join(got, " "), "tiny/allowed-cumulative") {
-				t.Fatalf("chart series %q", got)
+			if !strings.Contains(string(page), `id="chart-plan-tiny"`) {
+				t.Fatalf("no chart of plan tiny in %s", htmlPath)
 			}
 		})
 	}

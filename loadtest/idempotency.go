@@ -75,7 +75,7 @@ func runIdempotency(ctx context.Context, r *runner, rep *Report) error {
 	done, progressDone := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(progressDone)
-		progress(done, o.Progress, &r.meter, start, o.Duration)
+		progress(done, o.Progress, &r.meter, start, o.Duration, 0)
 	}()
 	st := &IdempotencyStats{Keys: o.Keys, Duplicates: o.Duplicates, Executions: map[string]int{}}
 	rep.Idempotency = st
@@ -111,7 +111,7 @@ func runIdempotency(ctx context.Context, r *runner, rep *Report) error {
 					id, res := create(k)
 					out := res.outcome()
 					r.meter.add(out)
-					tl.Add("CreateOrganization", sentAt, out)
+					tl.Add("CreateOrganization", sentAt, out, time.Since(sentAt))
 					lat.Record(time.Since(sentAt))
 					mu.Lock()
 					defer mu.Unlock()
@@ -168,7 +168,7 @@ func runIdempotency(ctx context.Context, r *runner, rep *Report) error {
 			id, res := create(k)
 			out := res.outcome()
 			r.meter.add(out)
-			tl.Add("CreateOrganization", sentAt, out)
+			tl.Add("CreateOrganization", sentAt, out, time.Since(sentAt))
 			k.mu.Lock()
 			first := k.orgID
 			k.mu.Unlock()

@@ -24,15 +24,16 @@ func main() {
 }
 
 // mainExit parses flags, runs, prints and writes the report; it returns
-// the exit status: 0 PASS, 1 FAIL or could not run, 2 usage.
+// the exit status: 0 PASS, 1 FAIL or could not run, 2 usage, 3
+// INCONCLUSIVE.
 func mainExit(args []string, stdout, stderr io.Writer) int {
 	o, err := parseFlags(args, stderr, os.Getenv)
 	if errors.Is(err, flag.ErrHelp) {
-		return 0
+		return exitPass
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "loadtest: %v\n(run with -h for the flags)\n", err)
-		return 2
+		return exitUsage
 	}
 	o.Progress, o.Log = stderr, stderr
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -40,17 +41,14 @@ func mainExit(args []string, stdout, stderr io.Writer) int {
 	rep, err := run(ctx, o)
 	if err != nil {
 		fmt.Fprintf(stderr, "loadtest: %v\n", err)
-		return 1
+		return exitFail
 	}
-	jsonPath, svgPath := outputPaths(o.Out, o.Scenario, rep.Started)
+	jsonPath, htmlPath := outputPaths(o.Out, o.Scenario, rep.Started)
 	rep.writeText(stdout)
-	if err := rep.writeFiles(jsonPath, svgPath); err != nil {
+	if err := rep.writeFiles(jsonPath, htmlPath); err != nil {
 		fmt.Fprintf(stderr, "loadtest: write the report: %v\n", err)
-		return 1
+		return exitFail
 	}
-	fmt.Fprintf(stdout, "report %s\nchart  %s\n", jsonPath, svgPath)
-	if rep.Verdict != Pass {
-		return 1
-	}
-	return 0
+	fmt.Fprintf(stdout, "report %s\n       %s\n", htmlPath, jsonPath)
+	return exitStatus(rep.Verdict)
 }

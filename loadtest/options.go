@@ -27,6 +27,7 @@ var scenarios = []string{Conformance, Operations, Idempotency, Overhead}
 // Defaults, gentle on purpose: a short run against the development stack.
 const (
 	defaultEdge        = "http://127.0.0.1:8080"
+	defaultAdmin       = "http://127.0.0.1:9090" // the development edge's admin listener
 	defaultIssuer      = "http://127.0.0.1:8081/realms/dev"
 	defaultSubjects    = "free=2,pro=1,enterprise=1"
 	defaultDuration    = 20 * time.Second
@@ -55,7 +56,10 @@ type Options struct {
 	Keys        int     // idempotency: keys
 	Duplicates  int     // idempotency: concurrent calls per key
 	MaxInFlight int
-	Out         string // JSON report path; the SVG goes beside it
+	Out         string   // JSON report path; the HTML report goes beside it
+	Admins      []string // each edge's admin listener (its /metrics), in the order of Edges; none: not read
+
+	Thresholds Thresholds
 
 	ClientSecret string `json:"-"`
 	Password     string `json:"-"`
@@ -64,6 +68,18 @@ type Options struct {
 	Progress io.Writer
 	// Log receives setup and cleanup notes; nil means none.
 	Log io.Writer
+}
+
+// Thresholds are what a user states a run must meet beyond the scenario's
+// own checks, as k6's thresholds: crossing one fails the run, except the
+// achieved rate, whose shortfall makes it inconclusive (the load the
+// verdict needs was not offered).
+type Thresholds struct {
+	MaxErrorRate    float64       `json:"max_error_rate"`             // failed calls over calls sent
+	MaxP99          time.Duration `json:"max_p99,omitempty"`          // the run's answered calls (overhead: through the edge)
+	MaxOverheadP50  time.Duration `json:"max_overhead_p50,omitempty"` // overhead: what the edge adds at p50
+	MaxOverheadP99  time.Duration `json:"max_overhead_p99,omitempty"` // overhead: what the edge adds at p99
+	MinAchievedRate float64       `json:"min_achieved_rate"`          // calls sent over calls planned (open model)
 }
 
 // PlanCount is an entry of -subjects.
@@ -101,7 +117,7 @@ Scenarios (-scenario):
                burst drains before half-time and the plan's rate holds after.
                Per plan: admitted and refused against what the plan allows
                (the burst plus one request per emission interval, and the
-               daily cap if it binds), a PASS/FAIL verdict with its tolerance,
+               daily cap if it binds), a verdict with its tolerance,
                and a check of every refusal in the protocol used (HTTP 429 and
                Retry-After ≥ 1 for Connect unary and HTTP/JSON, grpc-status 8
                for gRPC and gRPC-Web; a RetryInfo of the same delay; one
@@ -125,17 +141,47 @@ Scenarios (-scenario):
                -concurrency workers (closed model): p50, p90, p99, p99.9
                (HDR histograms), throughput, and what the edge adds.
 
-Verdicts: conformance judges each subject, then each plan (PASS when all its
-subjects pass). Allowed = the burst left after a GetUsage probe (burst-1 for a
-new subject) + one request per emission interval (60s/rate) from the probe to
-the subject's last send, capped by the daily cap left (cap - requests today).
-Tolerance = max(1% of allowed, 1 request) + 1 request (one emission interval
-of timing between the client's clock and the edge's). FAIL if admitted >
-allowed + tolerance (over-admission), admitted + unfinished < min(allowed,
-sent) - tolerance (over-refusal), any refusal is malformed, any call fails
-otherwise, or GetUsage reports other limits than -plans. Operation limits:
-exactly the limit admitted when the calls take under half an emission
-interval (one more allowed after). Any malformed refusal fails any scenario.
+Verdicts: PASS, FAIL or INCONCLUSIVE (a run that proves nothing either
+way), each FAIL and INCONCLUSIVE with its reasons. Conformance judges each
+subject, then each plan (FAIL if a subject failed, else INCONCLUSIVE if one
+was inconclusive). Allowed = the burst left after a GetUsage probe (burst-1
+for a new subject) + one request per emission interval (60s/rate) from the
+probe to the subject's last send, capped by the daily cap left (cap -
+requests today). Tolerance = max(1% of allowed, 1 request) + 1 request (one
+emission interval of timing between the client's clock and the edge's).
+FAIL if admitted > allowed + tolerance, allowed counted to the last
+admitted call's answer (the latest the edge can have decided it), not its
+send (over-admission), admitted +
+unfinished < min(allowed, sent) - tolerance (over-refusal), any refusal is
+malformed, or GetUsage reports other limits than -plans. INCONCLUSIVE if the
+subject was not offered more than allowed + tolerance or nothing was
+refused: its limit was never tested. Operation limits: at most the limit +
+one request per emission interval from the first call's send to the last
+admitted call's answer, at least that many (or every call) from the first
+call's answer to the last call's send: judged by when the edge can have
+admitted each call, with no other margin. Any malformed refusal fails any
+scenario.
+
+Thresholds (as k6's), for every scenario: -max-error-rate (default 0: any
+call that fails otherwise than refused fails the run), -max-p99 (answered
+calls; overhead: through the edge), -max-overhead-p50 and -max-overhead-p99
+(overhead: what the edge adds); crossing one is a FAIL. -min-achieved
+(default 0.95): an open-model run (conformance, overhead -rate) that sent
+fewer of its planned calls, or left calls unfinished, is INCONCLUSIVE: the
+tool could not offer the load, so the edge was not tested (as k6's dropped
+iterations and vegeta's requested vs achieved rate). Without a latency
+threshold, an overhead PASS says only that no call failed.
+
+The edge's part: with -admin (each edge's admin listener, in the order of
+-edge; the development edge's http://127.0.0.1:9090 by default), the tool
+reads the edges' /metrics before and after the run, and a FAIL or
+INCONCLUSIVE names what each edge did: connections it closed and why
+(edge_connections_closed_total{reason}), calls decided on its local share
+while Redis was unreachable (edge_fail_open_decisions_total{outcome}), early
+calls held (edge_early_calls_held_total), calls answered unavailable by
+reason, overload included (edge_unavailable_total{reason}), Redis breaker
+openings and HTTP/2 errors. The counters are the whole replica's: other
+clients' calls count too.
 
 Subjects: by default the development issuer's generated users, new for each
 run (free-lt-<n>-<run>, pro-lt-<n>-<run>, enterprise-lt-<n>-<run>, password
@@ -147,10 +193,16 @@ and daily cap match what the edge's GetUsage reports. The secret and the
 password may come from LOADTEST_CLIENT_SECRET and LOADTEST_PASSWORD. Tokens
 are renewed before they expire and never printed.
 
-Output: a progress line on stderr (about once a second), a table on stdout,
-a JSON report (-out, default loadtest-results/<scenario>-<time>.json) and an
-SVG chart beside it (same name, .svg). The exit status is 0 on PASS, 1 on
-FAIL, 2 on a usage error.
+Output: a progress line on stderr (about once a second: elapsed, share
+done, ETA, calls, rate, and a WARNING when the calls sent fall under 95% of
+the plan), a table on stdout ending with the verdict and its reasons, a JSON
+report (-out, default loadtest-results/<scenario>-<time>.json) and an HTML
+report beside it (same name, .html; self-contained, opens offline): the
+verdict and why, the tables, what the edges did, and charts of latency over
+time, admitted vs allowed per plan, calls per second and each replica's
+share, with every failure marked where it happened. The exit status is 0
+on PASS, 1 on FAIL (or when the run could not start), 2 on a usage error, 3
+on INCONCLUSIVE.
 
 Examples (the development stack: go run ./cmd/edge -dev):
   go run ./loadtest -scenario conformance -duration 15s
@@ -158,8 +210,8 @@ Examples (the development stack: go run ./cmd/edge -dev):
   go run ./loadtest -scenario operations -protocol grpc-web
   go run ./loadtest -scenario idempotency -keys 20 -duplicates 10
   go run ./loadtest -scenario overhead -backend http://127.0.0.1:8082 -rate 200
-  go run ./loadtest -scenario overhead -backend http://127.0.0.1:8082 -concurrency 16
-  go run ./loadtest -edge http://127.0.0.1:8080,http://127.0.0.1:8090 -plans tiny=60/10/0 -subjects tiny=2
+  go run ./loadtest -scenario overhead -backend http://127.0.0.1:8082 -concurrency 16 -max-overhead-p99 5ms
+  go run ./loadtest -edge http://127.0.0.1:8080,http://127.0.0.1:8090 -admin http://127.0.0.1:9090,http://127.0.0.1:9091 -plans tiny=60/10/0 -subjects tiny=2
 
 Flags:
 `
@@ -192,7 +244,13 @@ func parseFlags(args []string, stderr io.Writer, getenv func(string) string) (*O
 		keys        = fs.Int("keys", 20, "idempotency: distinct Idempotency-Key `count`")
 		duplicates  = fs.Int("duplicates", 10, "idempotency: concurrent identical calls (`count`) per key")
 		maxInFlight = fs.Int("max-inflight", 1000, "open model: at most this many `calls` in flight; later ones wait, and their latency counts the wait")
-		out         = fs.String("out", "", "JSON report `path` (default loadtest-results/<scenario>-<time>.json); the SVG chart goes beside it")
+		out         = fs.String("out", "", "JSON report `path` (default loadtest-results/<scenario>-<time>.json); the HTML report goes beside it (.html)")
+		admins      = fs.String("admin", "", "each -edge's admin listener `URLs`, comma-separated in the order of -edge, whose /metrics say what the edge did (default http://127.0.0.1:9090 with the default -edge; otherwise none read)")
+		maxErrors   = fs.Float64("max-error-rate", 0, "threshold: calls failed (not refused) over calls sent, as a `fraction`; above it the run fails")
+		maxP99      = fs.Duration("max-p99", 0, "threshold: p99 `latency` of the answered calls (overhead: through the edge); above it the run fails (0: none)")
+		maxOvP50    = fs.Duration("max-overhead-p50", 0, "threshold, overhead: the `latency` the edge adds at p50; above it the run fails (0: none)")
+		maxOvP99    = fs.Duration("max-overhead-p99", 0, "threshold, overhead: the `latency` the edge adds at p99; above it the run fails (0: none)")
+		minAchieved = fs.Float64("min-achieved", 0.95, "threshold, open model: calls sent over calls planned, as a `fraction`; below it the run is INCONCLUSIVE")
 	)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -208,6 +266,7 @@ func parseFlags(args []string, stderr io.Writer, getenv func(string) string) (*O
 		Duration: *duration, Overload: *overload, Issuer: strings.TrimSuffix(*issuerURL, "/"),
 		Keys: *keys, Duplicates: *duplicates, MaxInFlight: *maxInFlight, Out: *out,
 		ClientSecret: *secret, Password: *password,
+		Thresholds: Thresholds{MaxErrorRate: *maxErrors, MaxP99: *maxP99, MaxOverheadP50: *maxOvP50, MaxOverheadP99: *maxOvP99, MinAchievedRate: *minAchieved},
 	}
 	if o.ClientSecret == "" {
 		o.ClientSecret = getenv("LOADTEST_CLIENT_SECRET")
@@ -228,6 +287,35 @@ func parseFlags(args []string, stderr io.Writer, getenv func(string) string) (*O
 			continue
 		}
 		o.Edges = append(o.Edges, e)
+	}
+	switch {
+	case set["admin"]:
+		for _, a := range strings.Split(*admins, ",") {
+			a = strings.TrimSuffix(strings.TrimSpace(a), "/")
+			if err := checkBaseURL(a); err != nil {
+				bad("-admin %q: %v", a, err)
+				continue
+			}
+			o.Admins = append(o.Admins, a)
+		}
+		if len(o.Admins) != len(o.Edges) {
+			bad("-admin names %d admin listeners for %d edges: give one per -edge, in the same order", len(o.Admins), len(o.Edges))
+		}
+	case !set["edge"]:
+		o.Admins = []string{defaultAdmin}
+	}
+	th := o.Thresholds
+	if th.MaxErrorRate < 0 || th.MaxErrorRate > 1 {
+		bad("-max-error-rate %v: want a fraction between 0 and 1", th.MaxErrorRate)
+	}
+	if th.MinAchievedRate < 0 || th.MinAchievedRate > 1 {
+		bad("-min-achieved %v: want a fraction between 0 and 1", th.MinAchievedRate)
+	}
+	if th.MaxP99 < 0 || th.MaxOverheadP50 < 0 || th.MaxOverheadP99 < 0 {
+		bad("-max-p99, -max-overhead-p50 and -max-overhead-p99 take a latency above 0 (0: none)")
+	}
+	if o.Scenario != Overhead && (th.MaxOverheadP50 > 0 || th.MaxOverheadP99 > 0) {
+		bad("-max-overhead-p50 and -max-overhead-p99 apply to -scenario overhead only")
 	}
 	var err error
 	if o.Protocol, err = parseProtocol(*protocol); err != nil {

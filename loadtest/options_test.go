@@ -4,6 +4,8 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +24,12 @@ func TestDefaultsAreAGentleConformanceRunAgainstTheDevelopmentStack(t *testing.T
 		len(o.Edges) != 1 || o.Edges[0] != "http://127.0.0.1:8080" || o.Issuer != "http://127.0.0.1:8081/realms/dev" ||
 		o.ClientID != "cli" || o.Password != "dev" {
 		t.Fatalf("defaults: %+v", o)
+	}
+	if len(o.Admins) != 1 || o.Admins[0] != "http://127.0.0.1:9090" || o.Thresholds != (Thresholds{MinAchievedRate: 0.95}) {
+		t.Fatalf("admin %v, thresholds %+v: want the development edge's admin listener, no error, 95%% of the planned calls", o.Admins, o.Thresholds)
+	}
+	if o, err := parse("-edge", "http://10.0.0.1:8080"); err != nil || len(o.Admins) != 0 {
+		t.Fatalf("another edge: admin %v (%v), want none", o.Admins, err)
 	}
 	want := []PlanCount{{"free", 2}, {"pro", 1}, {"enterprise", 1}}
 	if len(o.Subjects) != 3 || o.Subjects[0] != want[0] || o.Subjects[1] != want[1] || o.Subjects[2] != want[2] {
@@ -57,6 +65,11 @@ func TestFlagsThatDoNotFitAreRefusedWithAReason(t *testing.T) {
 		{[]string{"-users", "alice=gold", "-password", "x"}, `plan "gold"`},
 		{[]string{"-password", "x"}, "go with -users or -client-id"},
 		{[]string{"extra"}, "unexpected arguments"},
+		{[]string{"-edge", "http://127.0.0.1:8080,http://127.0.0.1:8090", "-admin", "http://127.0.0.1:9090"}, "-admin names 1 admin listeners for 2 edges"},
+		{[]string{"-admin", "127.0.0.1:9090"}, `-admin "127.0.0.1:9090"`},
+		{[]string{"-max-overhead-p99", "5ms"}, "apply to -scenario overhead only"},
+		{[]string{"-max-error-rate", "2"}, "-max-error-rate 2"},
+		{[]string{"-min-achieved", "-0.5"}, "-min-achieved -0.5"},
 	}
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
@@ -123,5 +136,46 @@ func TestExitStatusIsTwoForAUsageErrorAndZeroForHelp(t *testing.T) {
 	}
 	if got := mainExit([]string{"-h"}, io.Discard, io.Discard); got != 0 {
 		t.Fatalf("-h: exit %d", got)
+	}
+}
+
+// TestREADMEAndHelpSayTheSame: every flag the README's load-testing section
+// names is one of the tool's, the section names the flags that decide a
+// verdict, and both give the same exit statuses.
+func TestREADMEAndHelpSayTheSame(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	section, ok := strings.CutPrefix(string(readme)[strings.Index(string(readme), "## Load testing"):], "## Load testing")
+	if !ok {
+		t.Fatal("README.md has no Load testing section")
+	}
+	section = section[:strings.Index(section, "\n## ")]
+	var help strings.Builder
+	if _, err := parseFlags([]string{"-h"}, &help, func(string) string { return "" }); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("-h: %v", err)
+	}
+	// The edge's own flags aside (go run ./cmd/edge -dev).
+	ours := regexp.MustCompile("`go run ./cmd/edge[^`]*`").ReplaceAllString(section, "")
+	for _, name := range regexp.MustCompile("[ `(]-([a-z][a-z0-9-]+)").FindAllStringSubmatch(ours, -1) {
+		if !strings.Contains(help.String(), "\n  -"+name[1]+" ") && !strings.Contains(help.String(), "\n  -"+name[1]+"\n") {
+			t.Errorf("README names -%s, which -h does not list", name[1])
+		}
+	}
+	for _, f := range []string{"-admin", "-max-error-rate", "-max-p99", "-max-overhead-p50", "-max-overhead-p99", "-min-achieved", "-out"} {
+		if !strings.Contains(section, "`"+f+"`") {
+			t.Errorf("README's Load testing section does not name %s", f)
+		}
+	}
+	for _, status := range []struct{ readme, help string }{
+		{"0 PASS", "0\non PASS"}, {"1 FAIL", "1 on FAIL"}, {"2 usage error", "2 on a usage error"}, {"3 INCONCLUSIVE", "3\non INCONCLUSIVE"},
+	} {
+		if !strings.Contains(section, status.readme) || !strings.Contains(help.String(), status.help) {
+			t.Errorf("exit status %q (README) / %q (-h): not in both", status.readme, status.help)
+		}
+	}
+	if exitStatus(Pass) != 0 || exitStatus(Fail) != 1 || exitUsage != 2 || exitStatus(Inconclusive) != 3 {
+		t.Error("the exit statuses are not the documented ones")
 	}
 }

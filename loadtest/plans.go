@@ -131,18 +131,19 @@ func allowance(p Plan, start int, span time.Duration, dailyLeft int) Allowance {
 	return a
 }
 
-// judge returns the verdict on admitted requests out of sent, against a:
-// no more than Allowed+Tolerance admitted, and no fewer than the smaller
-// of Allowed and sent, less Tolerance (unfinished requests may have been
-// admitted, so they count for the lower bound only). It returns the reasons
-// for a FAIL.
-func judge(a Allowance, sent, admitted, unfinished int) []string {
+// judge returns the verdict on admitted requests out of sent: no more
+// than most's Allowed+Tolerance admitted (most runs to the latest moment
+// the edge can have decided an admitted call), and no fewer than the
+// smaller of least's Allowed (which runs to the last send) and sent, less
+// its Tolerance (unfinished requests may have been admitted, so they count
+// for the lower bound only). It returns the reasons for a FAIL.
+func judge(most, least Allowance, sent, admitted, unfinished int) []string {
 	var why []string
-	if hi := a.Allowed + a.Tolerance; admitted > hi {
-		why = append(why, fmt.Sprintf("admitted %d, more than allowed %d + %d", admitted, a.Allowed, a.Tolerance))
+	if hi := most.Allowed + most.Tolerance; admitted > hi {
+		why = append(why, fmt.Sprintf("admitted %d, more than allowed %d + %d", admitted, most.Allowed, most.Tolerance))
 	}
-	if lo := min(a.Allowed, sent) - a.Tolerance; admitted+unfinished < lo {
-		why = append(why, fmt.Sprintf("admitted %d (+%d unfinished), fewer than allowed %d - %d", admitted, unfinished, min(a.Allowed, sent), a.Tolerance))
+	if lo := min(least.Allowed, sent) - least.Tolerance; admitted+unfinished < lo {
+		why = append(why, fmt.Sprintf("admitted %d (+%d unfinished), fewer than allowed %d - %d", admitted, unfinished, min(least.Allowed, sent), least.Tolerance))
 	}
 	return why
 }

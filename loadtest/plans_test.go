@@ -65,7 +65,7 @@ func TestVerdictFailsOverAndUnderAdmissionBeyondTheTolerance(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			why := strings.Join(judge(a, tc.sent, tc.admitted, tc.unfinished), "; ")
+			why := strings.Join(judge(a, a, tc.sent, tc.admitted, tc.unfinished), "; ")
 			if tc.fail == "" && why != "" || tc.fail != "" && !strings.Contains(why, tc.fail) {
 				t.Fatalf("judge = %q, want %q", why, tc.fail)
 			}
@@ -73,16 +73,54 @@ func TestVerdictFailsOverAndUnderAdmissionBeyondTheTolerance(t *testing.T) {
 	}
 }
 
-func TestOperationLimitsAllowExactlyTheirBurstWithinHalfAnInterval(t *testing.T) {
-	a := sequentialAllowance(30, 300*time.Millisecond) // one every 2s
-	if a.Allowed != 30 || a.Tolerance != 0 {
-		t.Fatalf("30/min over 300ms: %+v, want exactly 30", a)
+func TestAPlanMayAdmitUpToTheLastAdmittedCallsAnswer(t *testing.T) {
+	p := Plan{RatePerMinute: 60, Burst: 100}
+	bySend := allowance(p, 100, 20*time.Second, -1)   // the last send at 20s: 120 ± 3
+	byAnswer := allowance(p, 100, 25*time.Second, -1) // served and answered at 25s on a loaded machine: 125 ± 3
+	if why := judge(byAnswer, bySend, 240, 127, 0); len(why) > 0 {
+		t.Fatalf("127 admitted by 25s: %q", why)
 	}
-	if why := judge(a, 32, 31, 0); len(why) == 0 {
-		t.Fatal("a 31st admission within 300ms passed")
+	if why := judge(bySend, bySend, 240, 127, 0); len(why) == 0 {
+		t.Fatal("judged by the sends, 127 admitted should fail: the test no longer shows the difference")
 	}
-	if a := sequentialAllowance(30, 1500*time.Millisecond); a.Tolerance != 1 {
-		t.Fatalf("over 1.5s the clock may add one: %+v", a)
+	if why := judge(byAnswer, bySend, 240, 129, 0); len(why) == 0 {
+		t.Fatal("129 admitted by 25s passed")
+	}
+}
+
+func TestOperationLimitsAreJudgedByWhenTheEdgeCanHaveAdmittedEachCall(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	// 10/min: one more every 6s. Ten calls admitted within the first
+	// 100ms, answered 5ms after their send.
+	burst := func() []timedCall {
+		var calls []timedCall
+		for i := range 10 {
+			calls = append(calls, timedCall{sent: at(10 * i), answered: at(10*i + 5), admitted: true})
+		}
+		return calls
+	}
+	tests := []struct {
+		name  string
+		calls []timedCall
+		fail  string
+	}{
+		{"then two refused", append(burst(), timedCall{at(100), at(105), false}, timedCall{at(110), at(115), false}), ""},
+		// The run: the 11th sent at 2.9s, served late and answered
+		// at 6.2s, admitted; the run ended before a 12th. Judged by the
+		// send times (2.9s: the burst only) it was over-admission.
+		{"11th sent early, served after the interval", append(burst(), timedCall{at(2900), at(6200), true}), ""},
+		{"11th admitted before the interval", append(burst(), timedCall{at(2900), at(5000), true}), "admitted 11, more than allowed 10"},
+		{"9 admitted", append(burst()[:9], timedCall{at(90), at(95), false}, timedCall{at(100), at(105), false}), "admitted 9 of 11 calls, fewer than allowed 10"},
+		{"12th sent after the interval, refused", append(burst(), timedCall{at(100), at(105), false}, timedCall{at(6200), at(6205), false}), "fewer than allowed 11"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			why := strings.Join(judgeSequential(10, tc.calls), "; ")
+			if tc.fail == "" && why != "" || tc.fail != "" && !strings.Contains(why, tc.fail) {
+				t.Fatalf("judgeSequential = %q, want %q", why, tc.fail)
+			}
+		})
 	}
 }
 

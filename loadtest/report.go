@@ -1,22 +1,46 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 )
 
-// Verdicts.
+// Verdicts. INCONCLUSIVE is a run that proves nothing either way: the
+// tool could not offer the load its verdict needs (it fell behind its
+// schedule, calls were cut off, a plan was never pushed past its limit).
 const (
-	Pass = "PASS"
-	Fail = "FAIL"
-	Skip = "SKIP"
+	Pass         = "PASS"
+	Fail         = "FAIL"
+	Inconclusive = "INCONCLUSIVE"
+	Skip         = "SKIP"
 )
+
+// Exit statuses.
+const (
+	exitPass         = 0
+	exitFail         = 1 // FAIL, or the run could not start
+	exitUsage        = 2
+	exitInconclusive = 3
+)
+
+// exitStatus is the exit status of a verdict.
+func exitStatus(verdict string) int {
+	switch verdict {
+	case Pass:
+		return exitPass
+	case Inconclusive:
+		return exitInconclusive
+	}
+	return exitFail
+}
 
 // Report is a run's result: what the table, the JSON file and the chart
 // show.
@@ -33,16 +57,22 @@ type Report struct {
 	Rate        float64           `json:"offered_rate_per_s,omitempty"`
 	Concurrency int               `json:"concurrency,omitempty"`
 	Subjects    []SubjectInfo     `json:"subjects"`
+	Planned     int               `json:"planned_calls,omitempty"` // open model: calls the schedule planned
+	Achieved    float64           `json:"achieved_rate_per_s,omitempty"`
 	Verdict     string            `json:"verdict"`
+	Because     []string          `json:"because,omitempty"` // why the verdict is not PASS, the edge's doing included
 	Tolerance   string            `json:"tolerance,omitempty"`
 	Totals      Totals            `json:"totals"`
 	Plans       []PlanResult      `json:"plans,omitempty"`
 	Checks      []Check           `json:"checks,omitempty"`
+	Thresholds  []Check           `json:"thresholds,omitempty"`
+	Edge        []EdgeActivity    `json:"edge_metrics,omitempty"` // what each replica's counters say it did
 	Idempotency *IdempotencyStats `json:"idempotency,omitempty"`
 	Overhead    *OverheadResult   `json:"overhead,omitempty"`
 	Latency     *LatencySummary   `json:"latency,omitempty"`
 	LatencyFrom string            `json:"latency_from,omitempty"` // what Latency measures from
 	Timeline    []Series          `json:"timeline"`
+	Replicas    []Series          `json:"per_replica,omitempty"` // conformance over several edges: each replica's calls
 	Malformed   []string          `json:"malformed_examples,omitempty"`
 	Notes       []string          `json:"notes,omitempty"`
 }
@@ -85,6 +115,7 @@ type PlanResult struct {
 	DailyReached   bool            `json:"daily_cap_reached"`
 	Verdict        string          `json:"verdict"`
 	Why            []string        `json:"why,omitempty"`
+	FailedAt       *float64        `json:"failed_at_s,omitempty"` // seconds into the run where it first failed
 	PerSubject     []SubjectResult `json:"per_subject"`
 }
 
@@ -109,25 +140,50 @@ type Check struct {
 	Observed string   `json:"observed"`
 	Verdict  string   `json:"verdict"`
 	Problems []string `json:"problems,omitempty"`
+	FailedAt *float64 `json:"failed_at_s,omitempty"` // seconds into the run where it failed, for the report's mark
 }
 
-// decide sets the run's verdict: FAIL if any plan or check failed or any
-// refusal was malformed.
+// secondsAt is a point of the run, for FailedAt.
+func secondsAt(s float64) *float64 { return &s }
+
+// decide sets the run's verdict and what it names as the reasons: FAIL if
+// any plan, check or threshold failed or any refusal was malformed; else
+// INCONCLUSIVE if any was inconclusive; else PASS. A verdict other than
+// PASS also names what the edges' counters say they did.
 func (rep *Report) decide() {
-	rep.Verdict = Pass
-	for _, p := range rep.Plans {
-		if p.Verdict == Fail {
-			rep.Verdict = Fail
+	var fails, inconclusive []string
+	add := func(v, who string, why []string, observed string) {
+		if len(why) == 0 {
+			why = []string{observed}
+		}
+		for _, w := range why {
+			switch v {
+			case Fail:
+				fails = append(fails, who+": "+w)
+			case Inconclusive:
+				inconclusive = append(inconclusive, who+": "+w)
+			}
 		}
 	}
-	for _, c := range rep.Checks {
-		if c.Verdict == Fail {
-			rep.Verdict = Fail
-		}
+	for _, p := range rep.Plans {
+		add(p.Verdict, "plan "+p.Plan.Name, p.Why, "")
+	}
+	for _, c := range slices.Concat(rep.Checks, rep.Thresholds) {
+		add(c.Verdict, c.Name, c.Problems, c.Observed)
 	}
 	if rep.Totals.Malformed > 0 {
-		rep.Verdict = Fail
+		fails = append(fails, fmt.Sprintf("%d malformed refusals", rep.Totals.Malformed))
 	}
+	switch {
+	case len(fails) > 0:
+		rep.Verdict, rep.Because = Fail, fails
+	case len(inconclusive) > 0:
+		rep.Verdict, rep.Because = Inconclusive, inconclusive
+	default:
+		rep.Verdict, rep.Because = Pass, nil
+		return
+	}
+	rep.Because = append(rep.Because, edgeCauses(rep.Edge)...)
 }
 
 // writeText prints the report as tables.
@@ -147,6 +203,10 @@ func (rep *Report) writeText(w io.Writer) {
 	t := rep.Totals
 	fmt.Fprintf(w, "calls: sent %d  ok %d  refused %d  aborted %d  errors %d  unfinished %d  malformed refusals %d\n",
 		t.Sent, t.OK, t.Refused, t.Aborted, t.Failed, t.Unfinished, t.Malformed)
+	if rep.Planned > 0 {
+		fmt.Fprintf(w, "load: planned %d calls (%.1f/s), sent %d (%.1f/s, %.0f%%)\n",
+			rep.Planned, rep.Rate, t.Sent, rep.Achieved, 100*float64(t.Sent)/float64(rep.Planned))
+	}
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	if len(rep.Plans) > 0 {
@@ -178,6 +238,14 @@ func (rep *Report) writeText(w io.Writer) {
 				fmt.Fprintf(w, "  %s: %s\n", c.Name, p)
 			}
 		}
+	}
+	if len(rep.Thresholds) > 0 {
+		fmt.Fprintln(w)
+		fmt.Fprintln(tw, "THRESHOLD\tLIMIT\tOBSERVED\tVERDICT")
+		for _, c := range rep.Thresholds {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", c.Name, c.Expected, c.Observed, c.Verdict)
+		}
+		_ = tw.Flush()
 	}
 	if s := rep.Idempotency; s != nil {
 		fmt.Fprintf(w, "\nkeys %d × %d duplicates: answered %d (first %d, replayed %d), aborted (IDEMPOTENCY_KEY_IN_USE) %d, refused by limits %d, other errors %d\n",
@@ -216,7 +284,24 @@ func (rep *Report) writeText(w io.Writer) {
 			fmt.Fprintf(w, "note: %s\n", n)
 		}
 	}
+	if len(rep.Edge) > 0 {
+		fmt.Fprintf(w, "\nthe edge during the run (its /metrics before and after; counters of the whole replica):\n")
+		for _, a := range rep.Edge {
+			switch {
+			case a.Error != "":
+				fmt.Fprintf(w, "  %s (%s): not read: %s\n", a.Edge, a.Admin, a.Error)
+			case len(a.Said) == 0:
+				fmt.Fprintf(w, "  %s (%s): closed no connection, held no call, answered nothing unavailable, no fail-open decision\n", a.Edge, a.Admin)
+			}
+			for _, said := range a.Said {
+				fmt.Fprintf(w, "  %s %s\n", a.Edge, said)
+			}
+		}
+	}
 	fmt.Fprintf(w, "\nVERDICT %s\n", rep.Verdict)
+	for _, b := range rep.Because {
+		fmt.Fprintf(w, "  because %s\n", b)
+	}
 }
 
 func signedMicros(us int64) string {
@@ -226,19 +311,21 @@ func signedMicros(us int64) string {
 	return "+" + micros(us)
 }
 
-// outputPaths returns where the JSON report and the chart go: -out and the
-// same name with .svg, or loadtest-results/<scenario>-<time>.json.
+// outputPaths returns where the JSON report and the HTML report go: -out
+// and the same name with .html, or loadtest-results/<scenario>-<time>.json.
 func outputPaths(out, scenario string, started time.Time) (string, string) {
 	if out == "" {
 		out = filepath.Join("loadtest-results", fmt.Sprintf("%s-%s.json", scenario, started.Format("20060102-150405")))
 	}
-	return out, strings.TrimSuffix(out, filepath.Ext(out)) + ".svg"
+	return out, strings.TrimSuffix(out, filepath.Ext(out)) + ".html"
 }
 
-// writeFiles writes the JSON report and the SVG chart.
-func (rep *Report) writeFiles(jsonPath, svgPath string) error {
-	if err := os.MkdirAll(filepath.Dir(jsonPath), 0o755); err != nil {
-		return err
+// writeFiles writes the JSON report and the HTML report.
+func (rep *Report) writeFiles(jsonPath, htmlPath string) error {
+	for _, p := range []string{jsonPath, htmlPath} {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
 	}
 	b, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {
@@ -247,8 +334,9 @@ func (rep *Report) writeFiles(jsonPath, svgPath string) error {
 	if err := os.WriteFile(jsonPath, append(b, '\n'), 0o644); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(svgPath), 0o755); err != nil {
+	var page bytes.Buffer
+	if err := rep.writeHTML(&page); err != nil {
 		return err
 	}
-	return os.WriteFile(svgPath, chart(rep), 0o644)
+	return os.WriteFile(htmlPath, page.Bytes(), 0o644)
 }

@@ -55,10 +55,10 @@ func TestMicrosReadsInTheRightUnit(t *testing.T) {
 func TestTimelineCountsPerSecondByGroup(t *testing.T) {
 	start := time.Now()
 	tl := newTimeline(start)
-	tl.Add("free", start.Add(100*time.Millisecond), OK)
-	tl.Add("free", start.Add(1500*time.Millisecond), Refused)
-	tl.Add("pro", start.Add(2100*time.Millisecond), Failed)
-	tl.Add("pro", start.Add(-time.Millisecond), OK) // sent just before start: second 0
+	tl.Add("free", start.Add(100*time.Millisecond), OK, 2*time.Millisecond)
+	tl.Add("free", start.Add(1500*time.Millisecond), Refused, time.Millisecond)
+	tl.Add("pro", start.Add(2100*time.Millisecond), Failed, time.Second)
+	tl.Add("pro", start.Add(-time.Millisecond), OK, 3*time.Millisecond) // sent just before start: second 0
 	series := tl.Series(4)
 	if len(series) != 2 || series[0].Group != "free" || series[1].Group != "pro" {
 		t.Fatalf("%+v", series)
@@ -69,9 +69,17 @@ func TestTimelineCountsPerSecondByGroup(t *testing.T) {
 	if b := series[1].Buckets; b[0].OK != 1 || b[2].Failed != 1 {
 		t.Fatalf("pro %+v", b)
 	}
+	// Answers' latency per second (a failed call has none); a percentile
+	// reads as the upper bound of its bucket, at most 40% high.
+	if l := series[0].Latency; len(l) != 4 || l[0].Count != 1 || l[0].P50 < 2000 || l[0].P50 > 2800 || l[0].Max != 2000 || l[1].Count != 1 {
+		t.Fatalf("free latency %+v", l)
+	}
+	if l := series[1].Latency; l[0].Count != 1 || l[2].Count != 0 {
+		t.Fatalf("pro latency %+v", l)
+	}
 }
 
-func TestProgressLineSaysElapsedSentOkRefusedErrorsAndRate(t *testing.T) {
+func TestProgressLineSaysElapsedShareETASentOkRefusedErrorsAndRate(t *testing.T) {
 	var m Meter
 	m.sent.Add(10)
 	m.ok.Add(7)
@@ -80,8 +88,28 @@ func TestProgressLineSaysElapsedSentOkRefusedErrorsAndRate(t *testing.T) {
 	var out strings.Builder
 	done := make(chan struct{})
 	close(done)
-	progress(done, &out, &m, time.Now().Add(-3*time.Second), 20*time.Second)
-	if got := out.String(); !strings.Contains(got, "3s/20s  sent 10  ok 7  refused 2  errors 1  rate") {
+	progress(done, &out, &m, time.Now().Add(-5*time.Second), 20*time.Second, 0)
+	if got := out.String(); !strings.Contains(got, "5s/20s  25% ETA 15s   sent 10  ok 7  refused 2  errors 1  rate 2/s") || strings.Contains(got, "WARNING") {
 		t.Fatalf("progress %q", got)
+	}
+}
+
+func TestProgressLineWarnsWhenTheRateFallsUnderTheTarget(t *testing.T) {
+	tests := []struct {
+		elapsed time.Duration
+		sent    int64
+		target  float64
+		warn    string
+	}{
+		{3 * time.Second, 54, 410, "WARNING: 18/s sent of 410/s planned: the client cannot keep up"},
+		{3 * time.Second, 1200, 410, ""},     // within 5%
+		{3 * time.Second, 54, 0, ""},         // no target: a closed model
+		{500 * time.Millisecond, 0, 410, ""}, // before the first second
+	}
+	for _, tc := range tests {
+		got := progressLine(tc.elapsed, 10*time.Second, tc.sent, tc.sent, 0, 0, 0, 18, tc.target)
+		if tc.warn == "" && strings.Contains(got, "WARNING") || tc.warn != "" && !strings.HasSuffix(got, "  "+tc.warn) {
+			t.Errorf("%d sent in %v of %v/s: %q, want warning %q", tc.sent, tc.elapsed, tc.target, got, tc.warn)
+		}
 	}
 }
