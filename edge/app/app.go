@@ -56,6 +56,7 @@ type App struct {
 	// configuration file (reloadCerts).
 	certs          []namedCert
 	reconciler     *limits.Reconciler
+	holds          *early.Holds
 	stopBackground context.CancelFunc
 }
 
@@ -178,6 +179,7 @@ func New(cfg *config.Config, log *slog.Logger, version string, opts ...Option) (
 		Name: "edge_calls_held",
 		Help: "Calls held now until the retry time a refusal of the same limit told their subject (listen.max_early_calls).",
 	}, func() float64 { return float64(holds.Held()) }))
+	a.holds = holds
 	step := limits.New(limits.NewLive(cfg), limits.Options{
 		Early:          holds,
 		Rates:          rates,
@@ -394,6 +396,8 @@ func (a *App) Shutdown(ctx context.Context) error {
 	if a.stopBackground != nil {
 		a.stopBackground()
 	}
+	// Held calls are decided now: a hold must not outlast the drain.
+	a.holds.Stop()
 	err := a.api.Shutdown(ctx)
 	return errors.Join(err, a.admin.Shutdown(ctx))
 }

@@ -56,6 +56,9 @@ type Holds struct {
 	// remembered is len(told), read without the lock: most calls find
 	// nothing to look up.
 	remembered atomic.Int64
+	// stopped is closed by Stop: every hold ends.
+	stopped  chan struct{}
+	stopOnce sync.Once
 }
 
 type key struct{ subject, limit string }
@@ -80,7 +83,7 @@ func New(o Options) *Holds {
 	if o.MaxHeld <= 0 {
 		o.MaxHeld = 1024
 	}
-	return &Holds{o: o, told: map[key]*told{}, held: map[string]int{}}
+	return &Holds{o: o, told: map[key]*told{}, held: map[string]int{}, stopped: make(chan struct{})}
 }
 
 // Told notes that a call of subject decided at now was refused by limit,
@@ -124,6 +127,16 @@ func (h *Holds) sweep(now time.Time) bool {
 // Remembers reports whether any refusal is remembered: when none is, no
 // call is early. Safe on a nil Holds.
 func (h *Holds) Remembers() bool { return h != nil && h.remembered.Load() > 0 }
+
+// Stop ends every hold, now and from now on: the edge is shutting down,
+// and a held call must not keep it waiting (over HTTP/1.1 a held call
+// whose client left is not noticed until its body is read). The calls are
+// decided at once. Safe on a nil Holds, and more than once.
+func (h *Holds) Stop() {
+	if h != nil {
+		h.stopOnce.Do(func() { close(h.stopped) })
+	}
+}
 
 // Hold is one held call: how long to hold it, and what ends the hold
 // sooner (the refusal's policy replaced).
@@ -194,6 +207,8 @@ func (hd Hold) Wait(ctx context.Context) bool {
 	case <-t.C:
 		return true
 	case <-hd.Ended: // nil (never) when the policy is not known
+		return true
+	case <-hd.h.stopped:
 		return true
 	case <-ctx.Done():
 		return false
