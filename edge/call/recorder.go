@@ -232,6 +232,8 @@ func unavailableReasonOf(err *connect.Error) string {
 				return UnavailableIssuer
 			case ei.Reason == ReasonOverloaded:
 				return UnavailableOverload
+			case ei.Reason == ReasonShuttingDown:
+				return UnavailableShutdown
 			case strings.HasPrefix(ei.Reason, "IDEMPOTENCY"):
 				return UnavailableIdempotency
 			}
