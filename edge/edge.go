@@ -147,6 +147,11 @@ func New(o Options) (*Server, error) {
 // connections.
 func (s *Server) Close() { s.pool.Close() }
 
+// EndStreams ends every open stream with unavailable in its protocol, for
+// a shutdown: its client reconnects to another replica (see
+// forward.Step.EndStreams). Unary calls are left to finish.
+func (s *Server) EndStreams() { s.forward.EndStreams() }
+
 // Backends lists the upstream backends and the calls each got.
 func (s *Server) Backends() []proxy.Backend { return s.pool.Backends() }
 

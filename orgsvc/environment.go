@@ -145,7 +145,11 @@ func (s environments) WatchEnvironment(ctx context.Context, req *connect.Request
 	for {
 		select {
 		case <-ctx.Done():
-			return nil // the client left
+			// Past its deadline the stream ends deadline_exceeded (connect
+			// maps the context's error), not as a watch that finished: a
+			// watcher that reopens on deadline must not take it as the
+			// end. A client that left reads nothing.
+			return ctx.Err()
 		case <-ready:
 			ready = nil
 			// The timer, not the wall clock, decides: a clock step must not

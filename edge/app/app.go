@@ -389,15 +389,18 @@ func (a *App) warmRedis() {
 	}
 }
 
-// Shutdown stops accepting calls and waits for open ones, streams
-// included, until ctx ends; the admin listener goes last so that probes see
-// the drain.
+// Shutdown stops accepting calls, ends open streams at once with
+// unavailable (their clients reconnect to another replica; waiting would
+// only have them cut at the end of the grace), and waits for the unary
+// calls in flight until ctx ends; the admin listener goes last so that
+// probes see the drain.
 func (a *App) Shutdown(ctx context.Context) error {
 	if a.stopBackground != nil {
 		a.stopBackground()
 	}
 	// Held calls are decided now: a hold must not outlast the drain.
 	a.holds.Stop()
+	a.edge.EndStreams()
 	err := a.api.Shutdown(ctx)
 	return errors.Join(err, a.admin.Shutdown(ctx))
 }

@@ -28,11 +28,18 @@ const (
 	UnavailableIssuer      = "issuer"
 	UnavailableUpstream    = "upstream"
 	UnavailableOverload    = "overload" // the edge itself: listen.max_calls_in_flight
+	// UnavailableShutdown: a stream the edge ended as it shut down (a
+	// rollout), for its client to reconnect to another replica.
+	UnavailableShutdown = "shutdown"
 )
 
 // UnavailableReasons lists every reason.
-var UnavailableReasons = [...]string{UnavailableLimits, UnavailableIdempotency, UnavailableIssuer, UnavailableUpstream, UnavailableOverload}
+var UnavailableReasons = [...]string{UnavailableLimits, UnavailableIdempotency, UnavailableIssuer, UnavailableUpstream, UnavailableOverload, UnavailableShutdown}
 
 // ReasonOverloaded is the ErrorInfo reason of a call the edge refused
 // because it already serves listen.max_calls_in_flight calls.
 const ReasonOverloaded = "EDGE_OVERLOADED"
+
+// ReasonShuttingDown is the ErrorInfo reason of a stream the edge ended
+// because it is shutting down.
+const ReasonShuttingDown = "EDGE_SHUTTING_DOWN"

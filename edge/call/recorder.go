@@ -48,6 +48,8 @@ type Recorder struct {
 	// clientDeadline: the client chose a deadline shorter than the edge's
 	// cap (requests.max_*_timeout), so deadline_exceeded is its choice.
 	clientDeadline bool
+	// streaming: the call is a stream, whose deadline is its lifetime.
+	streaming bool
 	// sent: the call left for the backend with time left, so a deadline
 	// that ran out afterwards ran out while the backend held it.
 	sent atomic.Bool
@@ -58,7 +60,7 @@ type Recorder struct {
 
 // NewRecorder records what goes out to w for call c.
 func NewRecorder(w http.ResponseWriter, c classify.Call) *Recorder {
-	return &Recorder{ResponseWriter: w, frames: result.NewFrames(c)}
+	return &Recorder{ResponseWriter: w, frames: result.NewFrames(c), streaming: c.Streaming}
 }
 
 // Status is the HTTP status that went out (0: none yet).
@@ -144,7 +146,12 @@ func (r *Recorder) Sent() { r.sent.Store(true) }
 // DeadlineOrigin says where a deadline_exceeded result's deadline ran out:
 // in the backend (the service's failure, whoever chose the deadline), or
 // before the call reached it (the client's choice if it chose the deadline).
+// A stream's deadline is how long its client chose to watch, not how long
+// the backend may take: when the client chose it, it is the client's.
 func (r *Recorder) DeadlineOrigin() string {
+	if r.streaming && r.clientDeadline {
+		return DeadlineByClient
+	}
 	if r.sent.Load() {
 		return DeadlineInBackend
 	}
@@ -225,6 +232,8 @@ func unavailableReasonOf(err *connect.Error) string {
 				return UnavailableIssuer
 			case ei.Reason == ReasonOverloaded:
 				return UnavailableOverload
+			case ei.Reason == ReasonShuttingDown:
+				return UnavailableShutdown
 			case strings.HasPrefix(ei.Reason, "IDEMPOTENCY"):
 				return UnavailableIdempotency
 			}

@@ -2,7 +2,8 @@
 // the backend through edge/proxy and supplies the proxy's hooks, which read
 // the call's state (edge/call): the limit step's look at the answer
 // (environment quotas, ended environments), a Connect JSON error reshaped
-// as the specification says, a stream ended at its token's expiry, a stream
+// as the specification says, a stream ended at its token's expiry or at the
+// edge's shutdown, a stream
 // whose client stopped reading, and the answer to a call the backend did
 // not answer.
 //
@@ -50,11 +51,16 @@ type Step struct {
 	limits       *limits.Step
 	log          *slog.Logger
 	writeTimeout time.Duration
+	// draining ends when the edge shuts down: every open stream ends
+	// (EndStreams).
+	draining   context.Context
+	endStreams context.CancelFunc
 }
 
 // New returns the step.
 func New(o Options) *Step {
 	s := &Step{limits: o.Limits, log: o.Logger, writeTimeout: o.StreamWriteTimeout}
+	s.draining, s.endStreams = context.WithCancel(context.Background())
 	s.proxy = proxy.New(proxy.Options{
 		Upstream:       o.Upstream,
 		Transport:      o.Transport,
@@ -75,20 +81,26 @@ func (s *Step) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.proxy.ServeHTTP(w, r)
 }
 
+// EndStreams ends every open stream, and every stream answered from now
+// on, with unavailable (reason EDGE_SHUTTING_DOWN) in its protocol, after
+// its last whole message: the edge is shutting down, and its clients
+// reconnect to another replica. Unary calls are left to finish.
+func (s *Step) EndStreams() { s.endStreams() }
+
 // errRequestBody ends a call whose body the edge cut, when the backend
 // answered anyway: upstreamError answers it.
 var errRequestBody = errors.New("request body cut by the edge")
 
 // modifyResponse lets the limit step read the answer, ends a stream at its
-// token's expiry, and rewrites a Connect unary error, for JSON callers,
+// token's expiry or the edge's shutdown, and rewrites a Connect unary error, for JSON callers,
 // into the specification's shape. Other protocols get the backend's bytes.
 func (s *Step) modifyResponse(res *http.Response) error {
 	f := call.Of(res.Request)
 	if f.Body.Cut() {
 		return errRequestBody // the backend answered a body cut short
 	}
-	if !f.Expires.IsZero() && res.StatusCode == http.StatusOK {
-		endAtExpiry(res, f)
+	if f.Call.Streaming && res.StatusCode == http.StatusOK {
+		endEarly(res, f, s.draining)
 	}
 	if ids, more, ok := limits.EndedEnvironments(res.Header); ok {
 		s.limits.Ended(res.Request.Context(), ids, more)
