@@ -17,6 +17,11 @@ import (
 // Rule is one procedure's row of the operation table.
 type Rule struct {
 	config.Operation
+	// Open: the procedure needs no token, and what has no subject has no
+	// plan: neither authenticated nor limited nor charged (gRPC's health
+	// service, which probes call without one). The chain's other bounds
+	// apply.
+	Open bool
 }
 
 // Allows reports whether p may call the procedure: a person always (the
@@ -36,7 +41,8 @@ type Table struct {
 	// any role the table names), read-only, each open stream counted
 	// against the subject's stream cap (the largest concurrent_streams of
 	// the table, which every stream of the subject shares), and the plan's
-	// rate and daily cap like any call.
+	// rate and daily cap like any call; gRPC's health service is open to
+	// any caller, token or not (Rule.Open).
 	builtins map[string]*Rule
 }
 
@@ -47,7 +53,7 @@ func New(ops []config.Operation) *Table {
 	streams := 0
 	for _, op := range ops {
 		op.ServiceAccountRoles = slices.Clone(op.ServiceAccountRoles)
-		t.rules[op.Procedure] = &Rule{op}
+		t.rules[op.Procedure] = &Rule{Operation: op}
 		for _, r := range op.ServiceAccountRoles {
 			if !slices.Contains(roles, r) {
 				roles = append(roles, r)
@@ -56,8 +62,9 @@ func New(ops []config.Operation) *Table {
 		streams = max(streams, op.ConcurrentStreams)
 	}
 	slices.Sort(roles)
-	for name := range config.BuiltinProcedures {
-		t.builtins[name] = &Rule{config.Operation{Procedure: name, ServiceAccountRoles: roles, ReadOnly: true, ConcurrentStreams: streams}}
+	for name, info := range config.BuiltinProcedures {
+		t.builtins[name] = &Rule{Operation: config.Operation{Procedure: name, ServiceAccountRoles: roles, ReadOnly: true, ConcurrentStreams: streams},
+			Open: info.Service == config.HealthService}
 	}
 	return t
 }
@@ -72,7 +79,7 @@ func (t *Table) Rule(procedure string) *Rule {
 	if r, ok := t.builtins[procedure]; ok {
 		return r
 	}
-	return &Rule{config.Operation{Procedure: procedure}}
+	return &Rule{Operation: config.Operation{Procedure: procedure}}
 }
 
 // Operations returns every row of the table, by procedure.
