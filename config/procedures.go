@@ -90,16 +90,25 @@ func LookupProcedure(procedure string) (info ProcedureInfo, ok bool) {
 
 // BuiltinProcedures are the procedures the edge answers itself instead of
 // the backend: gRPC server reflection, v1 and v1alpha (edge/reflection), so
-// that grpcurl and buf curl need no schema of their own. They go through
-// the chain like any call: classified, bounded, authenticated, limited,
-// logged and counted (docs/api.md, "Reflection"). They are not rows of the
-// operation table: the edge's policy gives them their rule (edge/policy).
+// that grpcurl and buf curl need no schema of their own, and gRPC's health
+// service (edge/health), so that probes aimed at the API port learn the
+// edge's readiness. They go through the chain like any call: classified,
+// bounded, logged and counted; reflection is authenticated and limited too,
+// health needs no token (docs/api.md, "Reflection" and "Health"). They are
+// not rows of the operation table: the edge's policy gives them their rule
+// (edge/policy).
 var BuiltinProcedures = map[string]ProcedureInfo{
+	"/" + HealthService + "/Check": {Service: HealthService, Method: "Check", NoSideEffects: true},
+	"/" + HealthService + "/Watch": {Service: HealthService, Method: "Watch", ServerStreaming: true, NoSideEffects: true},
 	"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo": {Service: "grpc.reflection.v1.ServerReflection",
 		Method: "ServerReflectionInfo", ClientStreaming: true, ServerStreaming: true, NoSideEffects: true},
 	"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo": {Service: "grpc.reflection.v1alpha.ServerReflection",
 		Method: "ServerReflectionInfo", ClientStreaming: true, ServerStreaming: true, NoSideEffects: true},
 }
+
+// HealthService is gRPC's health service, which the edge answers without a
+// token (see BuiltinProcedures).
+const HealthService = "grpc.health.v1.Health"
 
 // readPrefixes mark the methods every service-account role may call.
 var readPrefixes = []string{"Get", "List", "Watch", "Search"}

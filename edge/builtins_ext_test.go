@@ -1,6 +1,7 @@
 package edge_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -51,7 +52,9 @@ func rawGRPCStream(ctx context.Context, tr http.RoundTripper, base, procedure, t
 	}
 	req.Header.Set("Content-Type", "application/grpc")
 	req.Header.Set("Te", "trailers")
-	req.Header.Set("Authorization", "Bearer "+token)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	res, err := tr.RoundTrip(req)
 	if err != nil {
 		answers <- grpcAnswer{err: err}
@@ -174,7 +177,8 @@ func apiListenerPaths() []string {
 // name none, a call with a body over requests.max_body_bytes is refused
 // by the body bound (or, for a path that names no procedure, as unknown)
 // and a call without a token is answered too: each such call has its
-// access line and is counted in edge_requests_total. A step that answered
+// access line and is counted in edge_requests_total; gRPC health answers
+// Check without a token. A step that answered
 // some path before the chain (as reflection was) fails here.
 func TestEveryPathOfTheAPIListenerIsBoundedLoggedAndCounted(t *testing.T) {
 	t.Parallel()
@@ -212,18 +216,25 @@ func TestEveryPathOfTheAPIListenerIsBoundedLoggedAndCounted(t *testing.T) {
 			}
 		}
 	}
-	// Without a token, over gRPC: unauthenticated for what the edge
-	// serves, unimplemented for the rest.
+	// Without a token, over gRPC, each with one empty message:
+	// unauthenticated for what the edge serves, but for gRPC health, which
+	// needs no token (Check answers, Watch is unimplemented), and
+	// unimplemented for the rest.
 	tr := h2cTransport(t)
 	answers := make(chan grpcAnswer, len(paths))
 	for _, path := range paths {
-		rawGRPCStream(ctxT(t), tr, s.edge.URL, path, "", http.NoBody, answers)
+		rawGRPCStream(ctxT(t), tr, s.edge.URL, path, "", bytes.NewReader(make([]byte, 5)), answers)
 		calls++
 		a := <-answers
 		_, known := config.LookupProcedure(path)
-		_, builtin := config.BuiltinProcedures[path]
+		info, builtin := config.BuiltinProcedures[path]
 		want := "12" // unimplemented
-		if known || builtin {
+		switch {
+		case path == "/grpc.health.v1.Health/Check":
+			want = "0" // SERVING
+		case builtin && info.Service == config.HealthService:
+			want = "12" // Watch: unimplemented, by the edge
+		case known || builtin:
 			want = "16" // unauthenticated
 		}
 		if a.err != nil || a.status != want {

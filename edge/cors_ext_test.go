@@ -186,3 +186,58 @@ func TestPreflightsAreBoundedPerAddressAndCORSReloads(t *testing.T) {
 		t.Fatalf("after the reload, the old origin is still allowed")
 	}
 }
+
+// TestPreflightWithRequestHeadersInAnyOrderAndCaseIsAllowed: a preflight
+// as Chromium sends it (its Sec-Fetch-*, Accept and Referer), but whose
+// Access-Control-Request-Headers lists the headers in mixed order and
+// case, with spaces, a repeat and over two lines, as a client other than
+// today's browsers or a proxy that rewrites it may, is allowed and names
+// every header it asked for; a header the edge does not allow is still
+// refused, whatever its case. Before, only a sorted, lower-case list was
+// allowed (rs/cors accepts no other).
+func TestPreflightWithRequestHeadersInAnyOrderAndCaseIsAllowed(t *testing.T) {
+	t.Parallel()
+	const origin = "https://console.example.com"
+	s, _ := startStack(t, orgsvc.Config{}, func(c *config.Config) { c.CORS.AllowedOrigins = []string{origin} })
+	send := func(requestHeaders ...string) *http.Response {
+		t.Helper()
+		r, _ := http.NewRequestWithContext(ctxT(t), http.MethodOptions, s.edge.URL+"/svc.v1.OrganizationService/ListOrganizations", nil)
+		r.Header.Set("Origin", origin)
+		r.Header.Set("Access-Control-Request-Method", "POST")
+		for _, h := range requestHeaders {
+			r.Header.Add("Access-Control-Request-Headers", h)
+		}
+		r.Header.Set("Accept", "*/*")
+		r.Header.Set("Sec-Fetch-Mode", "cors")
+		r.Header.Set("Sec-Fetch-Site", "cross-site")
+		r.Header.Set("Sec-Fetch-Dest", "empty")
+		r.Header.Set("Referer", origin+"/")
+		r.Header.Set("User-Agent", "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36")
+		res, err := testkit.HTTP1Client.Do(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = res.Body.Close()
+		return res
+	}
+	for _, headers := range [][]string{
+		{"Content-Type, Authorization,X-Grpc-Web, connect-protocol-version , Idempotency-Key,TRACEPARENT,x-user-agent"},
+		{"x-user-agent,traceparent,idempotency-key,content-type", "Connect-Protocol-Version,authorization,Authorization,X-GRPC-WEB"},
+	} {
+		res := send(headers...)
+		if res.StatusCode/100 != 2 || res.Header.Get("Access-Control-Allow-Origin") != origin {
+			t.Errorf("preflight with Access-Control-Request-Headers %q: %d, Allow-Origin %q; want 2xx naming the origin",
+				headers, res.StatusCode, res.Header.Get("Access-Control-Allow-Origin"))
+			continue
+		}
+		allowed := strings.Split(strings.ToLower(strings.Join(res.Header.Values("Access-Control-Allow-Headers"), ",")), ",")
+		for h := range strings.SplitSeq(chromiumRequestHeaders, ",") {
+			if !slices.Contains(allowed, h) {
+				t.Errorf("preflight with %q: Allow-Headers %q lacks %s", headers, allowed, h)
+			}
+		}
+	}
+	if res := send("Authorization, X-Not-Allowed, Content-Type"); res.Header.Get("Access-Control-Allow-Origin") != "" {
+		t.Errorf("preflight asking for X-Not-Allowed: Allow-Origin %q, want none (refused)", res.Header.Get("Access-Control-Allow-Origin"))
+	}
+}

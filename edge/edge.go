@@ -359,6 +359,11 @@ func (s *Server) enter(w *call.Recorder, r *http.Request, max int64) bool {
 //go:noinline
 func (s *Server) admit(w *call.Recorder, r *http.Request, c classify.Call, e *ending) (*identity.Principal, *policy.Rule, *limits.Admission) {
 	pol := s.limits.Live()
+	if rule := pol.Table.Rule(c.Procedure); rule.Open {
+		// No token to check and no subject to limit or charge: the
+		// call's bounds are the chain's others (docs/api.md, "Health").
+		return nil, rule, &limits.Admission{}
+	}
 	p, rule, refusal := s.authenticate(r, c, pol)
 	if refusal != nil {
 		call.Refuse(w, r, refusal)
@@ -430,7 +435,7 @@ func (s *Server) callContext(b *begun, p *identity.Principal, rule *policy.Rule,
 	w.SetClientDeadline(budget < max)
 	deadline := start.Add(budget)
 	st := &call.State{Call: c, Rec: w, Admitted: admitted, Body: body, ReadOnly: rule.ReadOnly}
-	if c.Streaming && !p.Expiry.IsZero() {
+	if c.Streaming && p != nil && !p.Expiry.IsZero() {
 		st.Expires = p.Expiry.Add(s.cfg.OIDC.ClockSkew)
 	}
 	ctx := proxy.WithDeadline(call.With(r.Context(), st), c, deadline)

@@ -36,15 +36,7 @@ func Probes(g prometheus.Gatherer, checks ...Check) http.Handler {
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-		defer cancel()
-		var report []string
-		for _, c := range checks {
-			if err := c.Func(ctx); err != nil {
-				report = append(report, fmt.Sprintf("%s: %v", c.Name, err))
-			}
-		}
-		if len(report) > 0 {
+		if report := NotReady(r.Context(), checks); len(report) > 0 {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			fmt.Fprintln(w, strings.Join(report, "\n"))
 			return
@@ -54,6 +46,25 @@ func Probes(g prometheus.Gatherer, checks ...Check) http.Handler {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{EnableOpenMetrics: true}))
 	return mux
 }
+
+// NotReady runs the checks, within ReadyTimeout, and returns what fails,
+// one "name: error" each; none when the edge can serve. It decides /readyz
+// here and gRPC's health service on the API listener (edge/health).
+func NotReady(ctx context.Context, checks []Check) []string {
+	ctx, cancel := context.WithTimeout(ctx, ReadyTimeout)
+	defer cancel()
+	var report []string
+	for _, c := range checks {
+		if err := c.Func(ctx); err != nil {
+			report = append(report, fmt.Sprintf("%s: %v", c.Name, err))
+		}
+	}
+	return report
+}
+
+// ReadyTimeout bounds one run of the readiness checks: a check that has
+// not answered by then has failed.
+const ReadyTimeout = 2 * time.Second
 
 // Options are what the admin listener serves.
 type Options struct {

@@ -30,6 +30,7 @@ import (
 	"github.com/orgedge/edge/edge/conns"
 	"github.com/orgedge/edge/edge/cors"
 	"github.com/orgedge/edge/edge/early"
+	"github.com/orgedge/edge/edge/health"
 	"github.com/orgedge/edge/edge/idempotency"
 	"github.com/orgedge/edge/edge/limits"
 	"github.com/orgedge/edge/edge/observe"
@@ -202,9 +203,23 @@ func New(cfg *config.Config, log *slog.Logger, version string, opts ...Option) (
 		settle = a.reconciler.Settle
 	}
 	reflect := reflection.New(reflection.Options{Timeout: cfg.Requests.MaxUnaryTimeout, MaxBytes: int64(cfg.Requests.MaxBodyBytes)})
+	checks := []admin.Check{{Name: "issuer", Func: verifier.Ready}}
+	if cfg.Limits.OnRedisFailure == config.FailClosed {
+		// Under fail_closed a replica that cannot reach Redis refuses every
+		// call: let the load balancer prefer one that can. Under fail_open it
+		// serves on its local share, and all replicas share one Redis:
+		// following it would empty the Service in an outage (or a long
+		// fork) that the edge was configured to ride out. Redis' health is
+		// then in the metrics and alerts (docs/operations.md).
+		checks = append(checks, admin.Check{Name: "redis", Func: func(ctx context.Context) error { return a.redis.Ping(ctx).Err() }})
+	}
+	healthService := health.New(health.Options{Checks: checks, MaxBytes: int64(cfg.Requests.MaxBodyBytes)})
 	builtins := map[string]http.Handler{}
-	for name := range config.BuiltinProcedures {
+	for name, info := range config.BuiltinProcedures {
 		builtins[name] = reflect
+		if info.Service == config.HealthService {
+			builtins[name] = healthService
+		}
 	}
 	handler, err := edge.New(edge.Options{
 		Config: cfg, Auth: auth, Procedures: procs, Logger: log, Limits: step, Idempotency: idem, Builtins: builtins,
@@ -217,16 +232,6 @@ func New(cfg *config.Config, log *slog.Logger, version string, opts ...Option) (
 	}
 	a.edge = handler
 	a.cors = cors.New(cfg.CORS, clientAddr)
-	checks := []admin.Check{{Name: "issuer", Func: verifier.Ready}}
-	if cfg.Limits.OnRedisFailure == config.FailClosed {
-		// Under fail_closed a replica that cannot reach Redis refuses every
-		// call: let the load balancer prefer one that can. Under fail_open it
-		// serves on its local share, and all replicas share one Redis:
-		// following it would empty the Service in an outage (or a long
-		// fork) that the edge was configured to ride out. Redis' health is
-		// then in the metrics and alerts (docs/operations.md).
-		checks = append(checks, admin.Check{Name: "redis", Func: func(ctx context.Context) error { return a.redis.Ping(ctx).Err() }})
-	}
 
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)

@@ -104,8 +104,11 @@ func (s *Step) Wrap(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		if r.Method == http.MethodOptions && s.preflightRefused(w, r, p) {
-			return
+		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
+			if s.preflightRefused(w, r, p) {
+				return
+			}
+			r = withRequestHeadersInOrder(r)
 		}
 		p.cors.ServeHTTP(w, r, next.ServeHTTP)
 	})
@@ -117,7 +120,7 @@ func (s *Step) Wrap(next http.Handler) http.Handler {
 //
 //go:noinline
 func (s *Step) preflightRefused(w http.ResponseWriter, r *http.Request, p *policy) bool {
-	if r.Header.Get("Access-Control-Request-Method") == "" || p.preflights == nil {
+	if p.preflights == nil {
 		return false
 	}
 	wait := p.take(s.address.Of(r))

@@ -132,7 +132,9 @@ func (l *Step) EarlyHold(c classify.Call, p *identity.Principal, rule *policy.Ru
 	return l.early.Arrive(p.Subject, names, l.now())
 }
 
-// Admission is what the limit step holds while a call runs.
+// Admission is what the limit step holds while a call runs. The zero
+// Admission holds nothing: that of a call no limit applies to (an open
+// procedure, policy.Rule.Open).
 type Admission struct {
 	plan     string
 	limits   config.Plan // the plan's numbers under the call's live policy

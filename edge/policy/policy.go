@@ -20,6 +20,11 @@ type Rule struct {
 	// Builtin: one of the edge's own procedures (config.BuiltinProcedures),
 	// answered by the edge from memory: not charged to any plan.
 	Builtin bool
+	// Open: the procedure needs no token, and what has no subject has no
+	// plan: neither authenticated nor limited nor charged (gRPC's health
+	// service, which probes call without one). The chain's other bounds
+	// apply.
+	Open bool
 }
 
 // Allows reports whether p may call the procedure: a person always (the
@@ -39,7 +44,8 @@ type Table struct {
 	// any role the table names), read-only, each open stream counted
 	// against the subject's stream cap (the largest concurrent_streams of
 	// the table, which every stream of the subject shares), and a rate of
-	// their own, not the plan's (edge/limits).
+	// their own, not the plan's (edge/limits); gRPC's health service is
+	// open to any caller, token or not (Rule.Open).
 	builtins map[string]*Rule
 }
 
@@ -59,8 +65,9 @@ func New(ops []config.Operation) *Table {
 		streams = max(streams, op.ConcurrentStreams)
 	}
 	slices.Sort(roles)
-	for name := range config.BuiltinProcedures {
-		t.builtins[name] = &Rule{Operation: config.Operation{Procedure: name, ServiceAccountRoles: roles, ReadOnly: true, ConcurrentStreams: streams}, Builtin: true}
+	for name, info := range config.BuiltinProcedures {
+		t.builtins[name] = &Rule{Operation: config.Operation{Procedure: name, ServiceAccountRoles: roles, ReadOnly: true, ConcurrentStreams: streams},
+			Builtin: true, Open: info.Service == config.HealthService}
 	}
 	return t
 }
