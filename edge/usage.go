@@ -18,7 +18,7 @@ import (
 // JSON error, without the "@type" fields every other error of the API
 // carries.
 func (s *Server) serveUsage(w *call.Recorder, r *http.Request, c classify.Call, p *identity.Principal, admitted *limits.Admission) {
-	r = r.WithContext(limits.WithUsageCaller(r.Context(), p, admitted))
+	r = r.WithContext(limits.WithUsageCaller(r.Context(), p, admitted, w.Refused))
 	if !c.UnaryConnect || !c.JSON {
 		s.usage.ServeHTTP(w, r)
 		return
