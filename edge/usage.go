@@ -29,7 +29,7 @@ func (s *Server) serveUsage(w *call.Recorder, r *http.Request, c classify.Call, 
 	if a.status != 0 && a.status != http.StatusOK {
 		code, _ := result.Of(c, result.Answer{Status: a.status, Header: a.header, Body: body, Written: int64(len(body))})
 		w.SetCode(result.CodeName(code)) // the edge's own answer
-		if out, ok := apierror.RewriteJSON(body); ok {
+		if out, ok := apierror.ShapeJSON(body); ok {
 			body = out
 		}
 		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
