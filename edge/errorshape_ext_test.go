@@ -94,6 +94,48 @@ func wantSpecError(t *testing.T, what string, a curlAnswer, status int, code, re
 	}
 }
 
+// TestGetUsageWithNoBodyIsTheEmptyRequest: the specification's GetUsage
+// takes "no body". curl and HTTPie users sending none, with or without a
+// Content-Type, get their usage as with {}; a body without a Content-Type
+// is still refused (415, in the specification's shape), and so is a call
+// without a token sent with no Content-Type: 401, not 415.
+func TestGetUsageWithNoBodyIsTheEmptyRequest(t *testing.T) {
+	t.Parallel()
+	s, token := startStack(t, orgsvc.Config{}, nil)
+	url := s.edge.URL + getUsage
+	auth := "Authorization: Bearer " + token("pro-usage-nobody")
+	for _, c := range []struct {
+		name string
+		args []string
+	}{
+		{"{}", []string{"-H", "Content-Type: application/json", "-d", "{}"}},
+		{"application/json, empty body", []string{"-H", "Content-Type: application/json", "-d", ""}},
+		// As HTTPie's `http POST URL` sends it: Content-Length 0.
+		{"no Content-Type, Content-Length 0", []string{"-X", "POST", "-H", "Content-Length: 0"}},
+		{"no Content-Type, no body", []string{"-X", "POST"}},
+		{"no Content-Type, no body, HTTP/2", []string{"-X", "POST", "--http2-prior-knowledge"}},
+	} {
+		a := curl(t, append(c.args, "-H", auth, url)...)
+		var usage struct {
+			APIUsage *struct {
+				Limits *struct {
+					RequestsPerMinute int `json:"requestsPerMinute"`
+				} `json:"limits"`
+			} `json:"apiUsage"`
+		}
+		if a.status != http.StatusOK || json.Unmarshal(a.body, &usage) != nil || usage.APIUsage == nil || usage.APIUsage.Limits.RequestsPerMinute == 0 {
+			t.Errorf("%s: HTTP %d %s, want 200 and the usage", c.name, a.status, a.body)
+		}
+	}
+	a := curl(t, "-H", "Content-Type:", "-d", "{}", "-H", auth, url)
+	wantSpecError(t, "a body without Content-Type", a, http.StatusUnsupportedMediaType, "invalid_argument", "UNSUPPORTED_MEDIA_TYPE", "edge")
+	if a.header.Get("Accept-Post") == "" {
+		t.Errorf("415 without Accept-Post")
+	}
+	a = curl(t, "-X", "POST", url)
+	wantSpecError(t, "no token, no Content-Type, no body", a, http.StatusUnauthorized, "unauthenticated", "TOKEN_MISSING", "edge")
+}
+
 // TestEveryErrorToAJSONCallerHasOneErrorInfoAndNoGoNames: a body that is
 // not the request's JSON, a Content-Type the API does not serve, a method
 // other than POST: each answer is the specification's error, with one

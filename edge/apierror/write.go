@@ -68,6 +68,9 @@ func protocolOf(r *http.Request) protocol {
 	default:
 		return unsupported
 	}
+	if classify.Bodiless(r) {
+		return unaryJSON
+	}
 	mt, ok := classify.MediaType(r.Header)
 	if !ok {
 		return unsupported
