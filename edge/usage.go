@@ -2,8 +2,10 @@ package edge
 
 import (
 	"bytes"
+	"io"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/orgedge/edge/edge/apierror"
 	"github.com/orgedge/edge/edge/call"
@@ -17,8 +19,21 @@ import (
 // backend's are (see modifyResponse): connect-go's handler writes Connect's
 // JSON error, without the "@type" fields every other error of the API
 // carries.
+//
+// GetUsage's request has no fields, and the specification's row says "no
+// body": a JSON call with an empty body (Content-Length 0, or no body at
+// all) is the empty request, and one without Content-Type (classify lets
+// it through for GetUsage alone) is HTTP/JSON. connect-go's handler wants
+// a JSON object and a Content-Type, so it is given both.
 func (s *Server) serveUsage(w *call.Recorder, r *http.Request, c classify.Call, p *identity.Principal, admitted *limits.Admission) {
-	r = r.WithContext(limits.WithUsageCaller(r.Context(), p, admitted))
+	r = r.WithContext(limits.WithUsageCaller(r.Context(), p, admitted, w.Refused))
+	if c.UnaryConnect && c.JSON && r.Method == http.MethodPost && r.ContentLength == 0 {
+		if r.Header.Get("Content-Type") == "" {
+			r.Header.Set("Content-Type", "application/json")
+		}
+		r.Body, r.ContentLength = io.NopCloser(strings.NewReader("{}")), 2
+		r.Header.Set("Content-Length", "2")
+	}
 	if !c.UnaryConnect || !c.JSON {
 		s.usage.ServeHTTP(w, r)
 		return
@@ -29,7 +44,7 @@ func (s *Server) serveUsage(w *call.Recorder, r *http.Request, c classify.Call, 
 	if a.status != 0 && a.status != http.StatusOK {
 		code, _ := result.Of(c, result.Answer{Status: a.status, Header: a.header, Body: body, Written: int64(len(body))})
 		w.SetCode(result.CodeName(code)) // the edge's own answer
-		if out, ok := apierror.RewriteJSON(body); ok {
+		if out, ok := apierror.ShapeJSON(body); ok {
 			body = out
 		}
 		w.Header().Set("Content-Length", strconv.Itoa(len(body)))

@@ -68,6 +68,9 @@ func protocolOf(r *http.Request) protocol {
 	default:
 		return unsupported
 	}
+	if classify.Bodiless(r) {
+		return unaryJSON
+	}
 	mt, ok := classify.MediaType(r.Header)
 	if !ok {
 		return unsupported
@@ -152,20 +155,40 @@ func retryDelayMillis(err *connect.Error) (int64, bool) {
 }
 
 // WriteUnsupportedMediaType answers a request whose Content-Type names no
-// protocol the edge serves, as the Connect and gRPC specifications say and
-// connect-go's handler does: 415 Unsupported Media Type, an Accept-Post
-// header listing the content types served, and no body.
+// protocol the edge serves, with the status and header the Connect and gRPC
+// specifications say and connect-go's handler sends: 415 Unsupported Media
+// Type and an Accept-Post header listing the content types served. Unlike
+// connect-go's, the answer has a body: the specification's JSON error
+// (invalid_argument, reason UNSUPPORTED_MEDIA_TYPE), since every error of
+// the API carries one ErrorInfo, and a caller in no protocol reads JSON if
+// anything.
 func WriteUnsupportedMediaType(w http.ResponseWriter) {
 	w.Header().Set("Accept-Post", acceptPost)
-	w.WriteHeader(http.StatusUnsupportedMediaType)
+	writeStatic(w, http.StatusUnsupportedMediaType, unsupportedMediaTypeBody)
 }
 
 // WriteMethodNotAllowed answers a request with a method other than POST and
-// Connect's GET, as connect-go's handler does: 405 Method Not Allowed, an
-// Allow header, and no body.
+// Connect's GET, as connect-go's handler does (405 Method Not Allowed, an
+// Allow header), with the specification's JSON error (invalid_argument,
+// reason METHOD_NOT_ALLOWED) as its body.
 func WriteMethodNotAllowed(w http.ResponseWriter) {
 	w.Header().Set("Allow", "GET, POST")
-	w.WriteHeader(http.StatusMethodNotAllowed)
+	writeStatic(w, http.StatusMethodNotAllowed, methodNotAllowedBody)
+}
+
+var (
+	unsupportedMediaTypeBody = marshalError(New(connect.CodeInvalidArgument, ReasonUnsupportedMediaType,
+		"the Content-Type names no protocol this API serves: send JSON as application/json (Accept-Post lists the others)"))
+	methodNotAllowedBody = marshalError(New(connect.CodeInvalidArgument, ReasonMethodNotAllowed,
+		"a procedure is called with POST (or Connect's GET form)"))
+)
+
+func writeStatic(w http.ResponseWriter, status int, body []byte) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
 }
 
 // contentTypeWriter sets Content-Type just before the status goes out,

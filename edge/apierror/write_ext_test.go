@@ -366,9 +366,7 @@ func TestUnservedContentTypeGets415WithAcceptPostLikeConnect(t *testing.T) {
 	if rec.Code != http.StatusUnsupportedMediaType {
 		t.Fatalf("status %d, want 415", rec.Code)
 	}
-	if rec.Body.Len() != 0 {
-		t.Errorf("body %q, want none", rec.Body)
-	}
+	wantReason(t, rec, "UNSUPPORTED_MEDIA_TYPE")
 	ours := strings.Split(rec.Header().Get("Accept-Post"), ", ")
 	if !slices.IsSorted(ours) {
 		t.Errorf("Accept-Post %v is not sorted as connect-go sorts it", ours)
@@ -403,12 +401,13 @@ func TestUnservedCallsGetConnectsAnswers(t *testing.T) {
 		name, method, contentType string
 		wantStatus                int
 		wantHeader, wantValue     string
+		wantReason                string
 	}{
-		{"NoContentType", http.MethodPost, "", 415, "Accept-Post", ""},
-		{"UnservedCodec", http.MethodPost, "application/grpc+xml", 415, "Accept-Post", ""},
-		{"BadContentType", http.MethodPost, "application/json; charset", 415, "Accept-Post", ""},
-		{"Put", http.MethodPut, "application/json", 405, "Allow", "GET, POST"},
-		{"Delete", http.MethodDelete, "", 405, "Allow", "GET, POST"},
+		{"NoContentType", http.MethodPost, "", 415, "Accept-Post", "", "UNSUPPORTED_MEDIA_TYPE"},
+		{"UnservedCodec", http.MethodPost, "application/grpc+xml", 415, "Accept-Post", "", "UNSUPPORTED_MEDIA_TYPE"},
+		{"BadContentType", http.MethodPost, "application/json; charset", 415, "Accept-Post", "", "UNSUPPORTED_MEDIA_TYPE"},
+		{"Put", http.MethodPut, "application/json", 405, "Allow", "GET, POST", "METHOD_NOT_ALLOWED"},
+		{"Delete", http.MethodDelete, "", 405, "Allow", "GET, POST", "METHOD_NOT_ALLOWED"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -424,9 +423,7 @@ func TestUnservedCallsGetConnectsAnswers(t *testing.T) {
 			if got := rec.Header().Get(c.wantHeader); got == "" || (c.wantValue != "" && got != c.wantValue) {
 				t.Errorf("%s %q, want %q", c.wantHeader, got, c.wantValue)
 			}
-			if rec.Body.Len() != 0 {
-				t.Errorf("body %q, want none", rec.Body)
-			}
+			wantReason(t, rec, c.wantReason)
 		})
 	}
 }
@@ -516,5 +513,31 @@ func TestRetryInfoSaysEachDelayHoweverOftenItIsAsked(t *testing.T) {
 				t.Fatalf("%v: Retry-After %q, want %v", d, ra, want)
 			}
 		}
+	}
+}
+
+// wantReason asserts that rec's body is the specification's JSON error,
+// invalid_argument with one ErrorInfo of reason in the edge's domain, as
+// a Connect client decodes it.
+func wantReason(t *testing.T, rec *httptest.ResponseRecorder, reason string) {
+	t.Helper()
+	if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
+		t.Errorf("Content-Type %q, want application/json", ct)
+	}
+	var wire struct {
+		Code    string `json:"code"`
+		Details []struct {
+			Type   string `json:"type"`
+			Value  string `json:"value"`
+			Reason string `json:"reason"`
+			Domain string `json:"domain"`
+		} `json:"details"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &wire); err != nil {
+		t.Fatalf("body %q: %v", rec.Body, err)
+	}
+	if wire.Code != "invalid_argument" || len(wire.Details) != 1 || wire.Details[0].Type != "google.rpc.ErrorInfo" ||
+		wire.Details[0].Value == "" || wire.Details[0].Reason != reason || wire.Details[0].Domain != apierror.Domain {
+		t.Errorf("body %s, want invalid_argument with one ErrorInfo, reason %s", rec.Body, reason)
 	}
 }

@@ -188,8 +188,13 @@ func (r *Recorder) Write(b []byte) (int, error) {
 }
 
 // Flush and Unwrap let the proxy flush every message and http.ResponseController
-// reach the connection.
+// reach the connection. A flush before any status sends 200 (net/http
+// does): connect-go's gRPC and gRPC-Web handlers send a trailers-only error
+// so, without WriteHeader.
 func (r *Recorder) Flush() {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
 	if f, ok := r.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
 	}

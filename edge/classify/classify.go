@@ -11,6 +11,8 @@ import (
 	"mime"
 	"net/http"
 	"strings"
+
+	"github.com/orgedge/edge/gen/svc/v1/svcv1connect"
 )
 
 // Protocol is the caller's wire protocol, as metrics and logs name it.
@@ -59,6 +61,18 @@ const (
 	UnknownProcedure
 )
 
+// noFields are the procedures whose request has no fields.
+var noFields = map[string]bool{svcv1connect.UsageServiceGetUsageProcedure: true}
+
+// Bodiless reports a POST with no Content-Type and no body to a procedure
+// whose request has no fields (GetUsage, whose row in the specification
+// says "no body"): it is the empty request in HTTP/JSON, as HTTPie's
+// plain `http POST URL` sends it. Anything else without a Content-Type is
+// in no protocol: a body needs its media type to be read.
+func Bodiless(r *http.Request) bool {
+	return r.Method == http.MethodPost && len(r.Header.Values("Content-Type")) == 0 && r.ContentLength == 0 && noFields[r.URL.Path]
+}
+
 // maxPath bounds the path the classifier looks at.
 const maxPath = 256
 
@@ -69,7 +83,9 @@ func Classify(r *http.Request, procs Procedures) (Call, Problem) {
 	var c Call
 	switch r.Method {
 	case http.MethodPost:
-		if !c.fromContentType(r.Header) {
+		if Bodiless(r) {
+			c.Protocol, c.UnaryConnect, c.JSON = HTTP, true, true
+		} else if !c.fromContentType(r.Header) {
 			return c, UnsupportedMediaType
 		}
 	case http.MethodGet:

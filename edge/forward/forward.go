@@ -125,7 +125,7 @@ func (s *Step) modifyResponse(res *http.Response) error {
 	}
 	_ = res.Body.Close()
 	if f.Call.JSON {
-		if out, ok := apierror.RewriteJSON(body); ok {
+		if out, ok := apierror.ShapeJSON(body); ok {
 			body = out
 		}
 	}

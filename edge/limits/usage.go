@@ -24,12 +24,16 @@ type usageKey struct{}
 type usageCall struct {
 	principal *identity.Principal
 	admitted  *Admission
+	refused   func(*connect.Error)
 }
 
 // WithUsageCaller is ctx for UsageHandler: the caller of GetUsage and its
-// admission.
-func WithUsageCaller(ctx context.Context, p *identity.Principal, a *Admission) context.Context {
-	return context.WithValue(ctx, usageKey{}, &usageCall{p, a})
+// admission. refused is told the error GetUsage answers, if it answers one,
+// before it is written: in gRPC and gRPC-Web its code is in trailers the
+// chain does not read, and the dependency it is about (Redis: limits'
+// ReasonUnavailable) is in its ErrorInfo.
+func WithUsageCaller(ctx context.Context, p *identity.Principal, a *Admission, refused func(*connect.Error)) context.Context {
+	return context.WithValue(ctx, usageKey{}, &usageCall{p, a, refused})
 }
 
 // UsageHandler serves GetUsage in every protocol connect-go speaks, for a
@@ -46,6 +50,14 @@ func (u usageService) GetUsage(ctx context.Context, _ *connect.Request[svcv1.Get
 	if c == nil {
 		return nil, apierror.New(connect.CodeInternal, "INTERNAL", "usage asked outside the edge's chain")
 	}
+	res, err := u.usage(ctx, c)
+	if ce := (*connect.Error)(nil); errors.As(err, &ce) && c.refused != nil {
+		c.refused(ce)
+	}
+	return res, err
+}
+
+func (u usageService) usage(ctx context.Context, c *usageCall) (*connect.Response[svcv1.GetUsageResponse], error) {
 	d := c.admitted.decision
 	today, month := d.Today, d.Month
 	if d.Source != ratelimit.SourceRedis {
