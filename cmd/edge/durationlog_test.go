@@ -3,10 +3,6 @@ package main
 import (
 	"bufio"
 	"encoding/json"
-	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -31,38 +27,8 @@ func TestJSONLogsWriteDurationsAsGoDurations(t *testing.T) {
 	cfg.OIDC.IssuerURL = "http://127.0.0.1:9/realms/dev"
 	cfg.OIDC.Audience = "api"
 	cfg.Log.Format = "json"
-	path := filepath.Join(t.TempDir(), "edge.yaml")
-	if err := os.WriteFile(path, []byte(cfg.String()), 0o600); err != nil {
-		t.Fatal(err)
-	}
-
-	var stderr syncBuffer
-	cmd := exec.Command(bin, "-config", path, "-reload-interval", "0")
-	cmd.Env = edgeEnv()
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-	})
-	client := &http.Client{Timeout: 2 * time.Second}
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		res, err := client.Get("http://" + cfg.Admin.Addr + "/healthz")
-		if err == nil {
-			res.Body.Close()
-			if res.StatusCode == http.StatusOK {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the edge's admin listener did not answer; stderr:\n%s", stderr.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	e := runBuilt(t, bin, cfg, "/healthz")
+	cmd, stderr, exited := e.cmd, e.stderr, e.exited
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}

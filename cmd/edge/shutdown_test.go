@@ -5,10 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -39,37 +35,8 @@ func TestSigtermEndsOpenStreamsUnavailableAndExitsZero(t *testing.T) {
 	const grace = 30 * time.Second
 	cfg.Listen.ShutdownGrace = grace
 	cfg.Log.Format = "json"
-	path := filepath.Join(t.TempDir(), "edge.yaml")
-	if err := os.WriteFile(path, []byte(cfg.String()), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	var stderr syncBuffer
-	cmd := exec.Command(bin, "-config", path, "-reload-interval", "0")
-	cmd.Env = edgeEnv()
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-	})
-	client := &http.Client{Timeout: 2 * time.Second}
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		res, err := client.Get("http://" + cfg.Admin.Addr + "/readyz")
-		if err == nil {
-			res.Body.Close()
-			if res.StatusCode == http.StatusOK {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the edge did not become ready; stderr:\n%s", stderr.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	e := runBuilt(t, bin, cfg, "/readyz")
+	cmd, stderr, exited := e.cmd, e.stderr, e.exited
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
