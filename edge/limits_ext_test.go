@@ -330,6 +330,10 @@ func TestFreeSubjectsThirdConcurrentEnvironmentIsRefusedUntilOneIsDeleted(t *tes
 				if u.ResourceUsage.Environments != 2 || u.ApiUsage.Limits.RequestsPerMinute != 60 || u.ApiUsage.Limits.RequestsPerDay != 10000 || u.ApiUsage.RequestsToday != 7 || u.ApiUsage.RequestsThisMonth < u.ApiUsage.RequestsToday {
 					t.Fatalf("usage %v", u)
 				}
+				// The free plan's quotas (config.Default), beside the usage.
+				if q := u.ResourceUsage.Quotas; q.GetConcurrentEnvironments() != 2 || q.GetEnvironmentsPerMonth() != 10 || q.GetVcpuHoursPerMonth() != 100 || q.GetMemoryGbHoursPerMonth() != 200 {
+					t.Fatalf("quotas %v, want the free plan's (2, 10, 100, 200)", q)
+				}
 			})
 		}
 	})

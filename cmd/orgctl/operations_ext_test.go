@@ -240,9 +240,12 @@ func TestUsageShowsEachLimitBesideWhatIsUsedInHumanUnits(t *testing.T) {
 		`(?m)^Requests today \(UTC\) +([1-9]\d*) of 10000, the daily cap \((< 1|\d+)%\)$`,
 		`(?m)^Requests this month +[1-9]\d*$`,
 		`(?m)^Rate limit +60 requests per minute$`,
-		`(?m)^Environments running +1$`,
-		`(?m)^Compute this month +(\d+(\.\d{1,3})?|< 0\.001) vCPU-hours$`,
-		`(?m)^Memory this month +(\d+(\.\d{1,3})?|< 0\.001) GB-hours$`,
+		// The free plan's quotas (config/edge.yaml): 2 at once, 10 a
+		// month, 100 vCPU-hours, 200 GB-hours.
+		`(?m)^Environments running +1 of 2, the quota \(50%\)$`,
+		`(?m)^Environments per month +10 may be created$`,
+		`(?m)^Compute this month +(\d+(\.\d{1,3})?|< 0\.001) of 100 vCPU-hours, the quota \((< 1|\d+)%\)$`,
+		`(?m)^Memory this month +(\d+(\.\d{1,3})?|< 0\.001) of 200 GB-hours, the quota \((< 1|\d+)%\)$`,
 	} {
 		if !regexp.MustCompile(want).MatchString(out) {
 			t.Errorf("usage lacks %s:\n%s", want, out)

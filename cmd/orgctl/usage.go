@@ -12,9 +12,7 @@ import (
 
 // writeUsage writes GetUsage's answer for a person: each amount used beside
 // the limit it counts against, in the units a person reads (0.012
-// vCPU-hours, not 0.012203888888888889). GetUsage reports the request
-// limits; the environment and compute quotas only come with a refusal, so
-// those amounts stand alone.
+// vCPU-hours, not 0.012203888888888889). A limit of 0 is none.
 func writeUsage(w io.Writer, u *svcv1.GetUsageResponse) error {
 	api, res := u.GetApiUsage(), u.GetResourceUsage()
 	limits := api.GetLimits()
@@ -26,10 +24,26 @@ func writeUsage(w io.Writer, u *svcv1.GetUsageResponse) error {
 	fmt.Fprintf(tw, "Requests today (UTC)\t%s\n", today)
 	fmt.Fprintf(tw, "Requests this month\t%d\n", api.GetRequestsThisMonth())
 	fmt.Fprintf(tw, "Rate limit\t%d requests per minute\n", limits.GetRequestsPerMinute())
-	fmt.Fprintf(tw, "Environments running\t%d\n", res.GetEnvironments())
-	fmt.Fprintf(tw, "Compute this month\t%s vCPU-hours\n", amount(res.GetVcpuHours()))
-	fmt.Fprintf(tw, "Memory this month\t%s GB-hours\n", amount(res.GetMemoryGbHours()))
+	q := res.GetQuotas()
+	fmt.Fprintf(tw, "Environments running\t%s\n", ofQuota(strconv.Itoa(int(res.GetEnvironments())), float64(res.GetEnvironments()),
+		float64(q.GetConcurrentEnvironments()), strconv.Itoa(int(q.GetConcurrentEnvironments())), ""))
+	if n := q.GetEnvironmentsPerMonth(); n > 0 {
+		fmt.Fprintf(tw, "Environments per month\t%d may be created\n", n)
+	}
+	fmt.Fprintf(tw, "Compute this month\t%s\n", ofQuota(amount(res.GetVcpuHours()), res.GetVcpuHours(),
+		q.GetVcpuHoursPerMonth(), amount(q.GetVcpuHoursPerMonth()), " vCPU-hours"))
+	fmt.Fprintf(tw, "Memory this month\t%s\n", ofQuota(amount(res.GetMemoryGbHours()), res.GetMemoryGbHours(),
+		q.GetMemoryGbHoursPerMonth(), amount(q.GetMemoryGbHoursPerMonth()), " GB-hours"))
 	return tw.Flush()
+}
+
+// ofQuota is "used of limit unit (p%)", or "used unit (no quota)" when
+// limit is 0.
+func ofQuota(used string, usedV, limitV float64, limit, unit string) string {
+	if limitV <= 0 {
+		return used + unit + " (no quota)"
+	}
+	return fmt.Sprintf("%s of %s%s, the quota (%s)", used, limit, unit, percent(usedV, limitV))
 }
 
 // amount is v with at most three decimals, and no trailing zeros: 0.012,

@@ -75,6 +75,9 @@ func (u usageService) usage(ctx context.Context, c *usageCall) (*connect.Respons
 		return nil, apierror.New(connect.CodeUnavailable, ReasonUnavailable, "usage cannot be read now (Redis unavailable); retry later")
 	}
 	plan := c.admitted.limits
+	// The quotas of the policy in force now (as the next CreateEnvironment
+	// would be decided), for the plan the call was admitted under.
+	q := u.l.Live().Limits.QuotasFor(c.principal.Subject, c.admitted.plan)
 	return connect.NewResponse(&svcv1.GetUsageResponse{
 		ApiUsage: &svcv1.ApiUsage{
 			RequestsToday:     clamp32(today),
@@ -88,6 +91,12 @@ func (u usageService) usage(ctx context.Context, c *usageCall) (*connect.Respons
 			Environments:  int32(envs.Environments),
 			VcpuHours:     envs.VCPUHours,
 			MemoryGbHours: envs.MemoryGBHours,
+			Quotas: &svcv1.ResourceQuotas{ // config.Unlimited is 0, as the API says
+				ConcurrentEnvironments: int32(q.ConcurrentEnvironments),
+				EnvironmentsPerMonth:   int32(q.EnvironmentsPerMonth),
+				VcpuHoursPerMonth:      float64(q.VCPUHoursPerMonth),
+				MemoryGbHoursPerMonth:  float64(q.MemoryGBHoursPerMonth),
+			},
 		},
 	}), nil
 }

@@ -234,6 +234,8 @@ type ResourceUsage struct {
 	Environments  int32   `protobuf:"varint,1,opt,name=environments,proto3" json:"environments,omitempty"`
 	VcpuHours     float64 `protobuf:"fixed64,2,opt,name=vcpu_hours,json=vcpuHours,proto3" json:"vcpu_hours,omitempty"`
 	MemoryGbHours float64 `protobuf:"fixed64,3,opt,name=memory_gb_hours,json=memoryGbHours,proto3" json:"memory_gb_hours,omitempty"`
+	// The caller's quotas the amounts above count against.
+	Quotas        *ResourceQuotas `protobuf:"bytes,4,opt,name=quotas,proto3" json:"quotas,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -289,6 +291,85 @@ func (x *ResourceUsage) GetMemoryGbHours() float64 {
 	return 0
 }
 
+func (x *ResourceUsage) GetQuotas() *ResourceQuotas {
+	if x != nil {
+		return x.Quotas
+	}
+	return nil
+}
+
+// ResourceQuotas are the caller's environment and compute quotas. 0 means
+// no quota (unlimited).
+type ResourceQuotas struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Environments that may run at once.
+	ConcurrentEnvironments int32 `protobuf:"varint,1,opt,name=concurrent_environments,json=concurrentEnvironments,proto3" json:"concurrent_environments,omitempty"`
+	// Environments that may be created per calendar month (UTC).
+	EnvironmentsPerMonth  int32   `protobuf:"varint,2,opt,name=environments_per_month,json=environmentsPerMonth,proto3" json:"environments_per_month,omitempty"`
+	VcpuHoursPerMonth     float64 `protobuf:"fixed64,3,opt,name=vcpu_hours_per_month,json=vcpuHoursPerMonth,proto3" json:"vcpu_hours_per_month,omitempty"`
+	MemoryGbHoursPerMonth float64 `protobuf:"fixed64,4,opt,name=memory_gb_hours_per_month,json=memoryGbHoursPerMonth,proto3" json:"memory_gb_hours_per_month,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
+}
+
+func (x *ResourceQuotas) Reset() {
+	*x = ResourceQuotas{}
+	mi := &file_svc_v1_usage_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResourceQuotas) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResourceQuotas) ProtoMessage() {}
+
+func (x *ResourceQuotas) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_usage_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResourceQuotas.ProtoReflect.Descriptor instead.
+func (*ResourceQuotas) Descriptor() ([]byte, []int) {
+	return file_svc_v1_usage_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ResourceQuotas) GetConcurrentEnvironments() int32 {
+	if x != nil {
+		return x.ConcurrentEnvironments
+	}
+	return 0
+}
+
+func (x *ResourceQuotas) GetEnvironmentsPerMonth() int32 {
+	if x != nil {
+		return x.EnvironmentsPerMonth
+	}
+	return 0
+}
+
+func (x *ResourceQuotas) GetVcpuHoursPerMonth() float64 {
+	if x != nil {
+		return x.VcpuHoursPerMonth
+	}
+	return 0
+}
+
+func (x *ResourceQuotas) GetMemoryGbHoursPerMonth() float64 {
+	if x != nil {
+		return x.MemoryGbHoursPerMonth
+	}
+	return 0
+}
+
 var File_svc_v1_usage_proto protoreflect.FileDescriptor
 
 const file_svc_v1_usage_proto_rawDesc = "" +
@@ -304,12 +385,18 @@ const file_svc_v1_usage_proto_rawDesc = "" +
 	"\x06limits\x18\x03 \x01(\v2\x13.svc.v1.UsageLimitsR\x06limits\"g\n" +
 	"\vUsageLimits\x12.\n" +
 	"\x13requests_per_minute\x18\x01 \x01(\x05R\x11requestsPerMinute\x12(\n" +
-	"\x10requests_per_day\x18\x02 \x01(\x05R\x0erequestsPerDay\"z\n" +
+	"\x10requests_per_day\x18\x02 \x01(\x05R\x0erequestsPerDay\"\xaa\x01\n" +
 	"\rResourceUsage\x12\"\n" +
 	"\fenvironments\x18\x01 \x01(\x05R\fenvironments\x12\x1d\n" +
 	"\n" +
 	"vcpu_hours\x18\x02 \x01(\x01R\tvcpuHours\x12&\n" +
-	"\x0fmemory_gb_hours\x18\x03 \x01(\x01R\rmemoryGbHours2R\n" +
+	"\x0fmemory_gb_hours\x18\x03 \x01(\x01R\rmemoryGbHours\x12.\n" +
+	"\x06quotas\x18\x04 \x01(\v2\x16.svc.v1.ResourceQuotasR\x06quotas\"\xea\x01\n" +
+	"\x0eResourceQuotas\x127\n" +
+	"\x17concurrent_environments\x18\x01 \x01(\x05R\x16concurrentEnvironments\x124\n" +
+	"\x16environments_per_month\x18\x02 \x01(\x05R\x14environmentsPerMonth\x12/\n" +
+	"\x14vcpu_hours_per_month\x18\x03 \x01(\x01R\x11vcpuHoursPerMonth\x128\n" +
+	"\x19memory_gb_hours_per_month\x18\x04 \x01(\x01R\x15memoryGbHoursPerMonth2R\n" +
 	"\fUsageService\x12B\n" +
 	"\bGetUsage\x12\x17.svc.v1.GetUsageRequest\x1a\x18.svc.v1.GetUsageResponse\"\x03\x90\x02\x01B*Z(github.com/orgedge/edge/gen/svc/v1;svcv1b\x06proto3"
 
@@ -325,25 +412,27 @@ func file_svc_v1_usage_proto_rawDescGZIP() []byte {
 	return file_svc_v1_usage_proto_rawDescData
 }
 
-var file_svc_v1_usage_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_svc_v1_usage_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_svc_v1_usage_proto_goTypes = []any{
 	(*GetUsageRequest)(nil),  // 0: svc.v1.GetUsageRequest
 	(*GetUsageResponse)(nil), // 1: svc.v1.GetUsageResponse
 	(*ApiUsage)(nil),         // 2: svc.v1.ApiUsage
 	(*UsageLimits)(nil),      // 3: svc.v1.UsageLimits
 	(*ResourceUsage)(nil),    // 4: svc.v1.ResourceUsage
+	(*ResourceQuotas)(nil),   // 5: svc.v1.ResourceQuotas
 }
 var file_svc_v1_usage_proto_depIdxs = []int32{
 	2, // 0: svc.v1.GetUsageResponse.api_usage:type_name -> svc.v1.ApiUsage
 	4, // 1: svc.v1.GetUsageResponse.resource_usage:type_name -> svc.v1.ResourceUsage
 	3, // 2: svc.v1.ApiUsage.limits:type_name -> svc.v1.UsageLimits
-	0, // 3: svc.v1.UsageService.GetUsage:input_type -> svc.v1.GetUsageRequest
-	1, // 4: svc.v1.UsageService.GetUsage:output_type -> svc.v1.GetUsageResponse
-	4, // [4:5] is the sub-list for method output_type
-	3, // [3:4] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	5, // 3: svc.v1.ResourceUsage.quotas:type_name -> svc.v1.ResourceQuotas
+	0, // 4: svc.v1.UsageService.GetUsage:input_type -> svc.v1.GetUsageRequest
+	1, // 5: svc.v1.UsageService.GetUsage:output_type -> svc.v1.GetUsageResponse
+	5, // [5:6] is the sub-list for method output_type
+	4, // [4:5] is the sub-list for method input_type
+	4, // [4:4] is the sub-list for extension type_name
+	4, // [4:4] is the sub-list for extension extendee
+	0, // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_svc_v1_usage_proto_init() }
@@ -357,7 +446,7 @@ func file_svc_v1_usage_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_svc_v1_usage_proto_rawDesc), len(file_svc_v1_usage_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   5,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
