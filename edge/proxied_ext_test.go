@@ -269,8 +269,9 @@ func TestBadTokensOfOneClientBehindAProxyLockOutNoOtherClient(t *testing.T) {
 // floods ListOrganizations through the ingress-like proxy on 300
 // connections, ignoring Retry-After. Another tenant behind the same proxy
 // gets no error (before, the edge closed the proxy's connections past 256
-// at accept, and nginx answered 502), the edge closes no connection of the
-// proxy, and the flood's early calls are held.
+// at accept, and nginx answered 502), nor does the flooder get anything but
+// refusals, the edge closes no connection of the proxy, and the flood's
+// early calls are held.
 func TestAFloodThroughAProxyCostsOtherTenantsNoErrors(t *testing.T) {
 	t.Parallel()
 	e := behindLayer7(t, func(c *config.Config) {
@@ -325,6 +326,9 @@ func TestAFloodThroughAProxyCostsOtherTenantsNoErrors(t *testing.T) {
 	wg.Wait()
 	if len(errs) > 0 {
 		t.Errorf("the other tenant during the flood: %d errors, the first: %v", len(errs), errs[0])
+	}
+	if n := proxyErrors.Load(); n > 0 {
+		t.Errorf("the flooder got %d answers other than resource_exhausted (a proxy's 502 when the edge closes its connections)", n)
 	}
 	m := testkit.Scrape(t, e.edge.AdminURL+"/metrics")
 	if n := m.Sum("edge_connections_closed_total"); n != 0 {
