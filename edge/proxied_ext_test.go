@@ -1,7 +1,7 @@
 package edge_test
 
 import (
-	"context"
+	"bytes"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -12,8 +12,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -22,6 +20,7 @@ import (
 
 	"github.com/orgedge/edge/config"
 	svcv1 "github.com/orgedge/edge/gen/svc/v1"
+	"github.com/orgedge/edge/gen/svc/v1/svcv1connect"
 	"github.com/orgedge/edge/internal/testenv"
 	"github.com/orgedge/edge/internal/testkit"
 	"github.com/orgedge/edge/orgsvc"
@@ -142,6 +141,11 @@ http {
     upstream edge { server ` + edge + `; keepalive 320; }
     server {
         listen ` + listen + `;
+        # A client on this host stands for a remote one by the
+        # X-Forwarded-For it sends (wrk, the flooder, cannot bind another
+        # loopback address), as behind a CDN in front of the ingress.
+        set_real_ip_from 127.0.0.1;
+        real_ip_header X-Forwarded-For;
         location / {
             proxy_pass http://edge;
             proxy_http_version 1.1;
@@ -267,24 +271,45 @@ func TestBadTokensOfOneClientBehindAProxyLockOutNoOtherClient(t *testing.T) {
 
 // TestAFloodThroughAProxyCostsOtherTenantsNoErrors: one free-plan tenant
 // floods ListOrganizations through the ingress-like proxy on 300
-// connections, ignoring Retry-After. Another tenant behind the same proxy
-// gets no error (before, the edge closed the proxy's connections past 256
-// at accept, and nginx answered 502), nor does the flooder get anything but
-// refusals, the edge closes no connection of the proxy, and the flood's
-// early calls are held.
+// connections with wrk, ignoring Retry-After. Another tenant behind the
+// same proxy gets no error (before, the edge closed the proxy's
+// connections past 256 at accept, and nginx answered 502) and at most
+// twice its p99 without the flood; the flooder gets nothing but refusals,
+// the edge closes no connection of the proxy, and the flood's early calls
+// are held.
+//
+// The edge and the flooder are processes of their own, as in production,
+// the edge built as the Dockerfile builds it: inside this test's process
+// (built with -race, several times slower) 300 client goroutines and an
+// edge refusing them would measure the race detector more than the edge. The p99s are compared round by round, calm
+// then flooded, and the median of the rounds' ratios is judged, so a
+// burst of other work on a shared machine moves one round, not the
+// verdict.
 func TestAFloodThroughAProxyCostsOtherTenantsNoErrors(t *testing.T) {
 	t.Parallel()
-	e := behindLayer7(t, func(c *config.Config) {
-		free := c.Limits.Plans["free"]
-		free.RequestsPerMinute, free.Burst = 60, 5
-		c.Limits.Plans["free"] = free
-	})
-	const floodConns = 300
-	victimTok := e.token("pro-quiet-tenant")
-	victim := &testkit.JSONClient{HTTP: fromAddress(t, "127.0.0.3", 2), BaseURL: e.url, Header: http.Header{"Authorization": {"Bearer " + victimTok}}}
-	measure := func(n int) (p99 time.Duration, errs []error) {
+	wrk := testenv.Command(t, "wrk")
+	iss := testkit.SharedIssuer(t)
+	be := testkit.StartBackend(t, testkit.SQLite, iss.URL(), orgsvc.Config{})
+	cfg := testkit.EdgeConfig(t, be.URL, iss.URL())
+	cfg.Listen.ClientAddress = config.ClientAddress{Header: "X-Forwarded-For", TrustedProxies: []string{"127.0.0.1"}}
+	free := cfg.Limits.Plans["free"]
+	free.RequestsPerMinute, free.Burst = 60, 5
+	cfg.Limits.Plans["free"] = free
+	// The other tenant's own calls stay well inside its plan.
+	pro := cfg.Limits.Plans["pro"]
+	pro.RequestsPerMinute, pro.Burst = 100_000, 1_000
+	cfg.Limits.Plans["pro"] = pro
+	e := startBuiltEdge(t, cfg)
+	listen := fmt.Sprintf("127.0.0.1:%d", freeLoopbackPort(t))
+	startNginx(t, layer7(listen, strings.TrimPrefix(e.URL, "http://")), listen)
+	e.URL = "http://" + listen
+	token := func(who string) string { return testkit.Token(t, iss.URL(), who) }
+
+	const floodConns, rounds, calls = 300, 5, 150
+	victim := &testkit.JSONClient{HTTP: fromAddress(t, "127.0.0.3", 2), BaseURL: e.URL, Header: http.Header{"Authorization": {"Bearer " + token("pro-quiet-tenant")}}}
+	measure := func() (p99 time.Duration, errs []error) {
 		var ds []time.Duration
-		for range n {
+		for range calls {
 			start := time.Now()
 			_, err := victim.ListOrganizations(ctxT(t), req(&svcv1.ListOrganizationsRequest{}))
 			ds = append(ds, time.Since(start))
@@ -295,50 +320,78 @@ func TestAFloodThroughAProxyCostsOtherTenantsNoErrors(t *testing.T) {
 		slices.Sort(ds)
 		return ds[len(ds)*99/100], errs
 	}
-	calm, errs := measure(200)
-	if len(errs) > 0 {
-		t.Fatalf("without the flood: %v", errs[0])
+	script := filepath.Join(t.TempDir(), "flood.lua")
+	if err := os.WriteFile(script, []byte(floodScript(token("free-flooder"), "127.0.0.2")), 0o600); err != nil {
+		t.Fatal(err)
 	}
-
-	floodTok := e.token("free-flooder")
-	flooder := &testkit.JSONClient{HTTP: fromAddress(t, "127.0.0.2", floodConns), BaseURL: e.url, Header: http.Header{"Authorization": {"Bearer " + floodTok}}}
-	ctx, stop := context.WithCancel(ctxT(t))
-	var wg sync.WaitGroup
-	var sent, proxyErrors atomic.Int64
-	for range floodConns {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for ctx.Err() == nil {
-				_, err := flooder.ListOrganizations(ctx, req(&svcv1.ListOrganizationsRequest{}))
-				sent.Add(1)
-				if err != nil && ctx.Err() == nil && connect.CodeOf(err) != connect.CodeResourceExhausted {
-					proxyErrors.Add(1)
-				}
-			}
-		}()
+	var ratios []float64
+	for round := range rounds {
+		calm, errs := measure()
+		if len(errs) > 0 {
+			t.Fatalf("round %d without the flood: %v", round+1, errs[0])
+		}
+		heldBefore := testkit.Scrape(t, e.AdminURL+"/metrics").Sum("edge_early_calls_held_total")
+		var out bytes.Buffer
+		flood := exec.Command(wrk, "-t2", fmt.Sprintf("-c%d", floodConns), "-d10m", "--timeout", "30s", "-s", script,
+			e.URL+svcv1connect.OrganizationServiceListOrganizationsProcedure)
+		flood.Stdout, flood.Stderr = &out, &out
+		if err := flood.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = flood.Process.Kill() })
+		testkit.ScrapeUntil(t, e.AdminURL+"/metrics", "the flood's early calls held", func(m testkit.Samples) bool {
+			return m.Sum("edge_early_calls_held_total")-heldBefore >= floodConns/2
+		})
+		flooded, errs := measure()
+		// wrk prints its summary, and the script its count of answers, on SIGINT.
+		_ = flood.Process.Signal(os.Interrupt)
+		_ = flood.Wait()
+		if len(errs) > 0 {
+			t.Errorf("round %d, the other tenant during the flood: %d errors, the first: %v", round+1, len(errs), errs[0])
+		}
+		var refused, other int
+		if _, err := fmt.Sscanf(out.String()[max(0, strings.LastIndex(out.String(), "flood:")):], "flood: %d refused, %d other", &refused, &other); err != nil || refused == 0 {
+			t.Fatalf("round %d: wrk's output has no count of refusals (%v):\n%s", round+1, err, out.String())
+		}
+		if other > 0 {
+			t.Errorf("round %d: the flooder got %d answers other than 200 or 429 (a proxy's 502 when the edge closes its connections)", round+1, other)
+		}
+		ratios = append(ratios, float64(flooded)/float64(calm))
+		t.Logf("round %d: the other tenant's p99 %v calm, %v during the flood (x%.2f); the flood got %d refusals", round+1, calm, flooded, ratios[round], refused)
 	}
-	testkit.ScrapeUntil(t, e.edge.AdminURL+"/metrics", "the flood's early calls held", func(m testkit.Samples) bool {
-		return m.Sum("edge_calls_held") >= floodConns/2
-	})
-	flooded, errs := measure(200)
-	stop()
-	wg.Wait()
-	if len(errs) > 0 {
-		t.Errorf("the other tenant during the flood: %d errors, the first: %v", len(errs), errs[0])
-	}
-	if n := proxyErrors.Load(); n > 0 {
-		t.Errorf("the flooder got %d answers other than resource_exhausted (a proxy's 502 when the edge closes its connections)", n)
-	}
-	m := testkit.Scrape(t, e.edge.AdminURL+"/metrics")
+	m := testkit.Scrape(t, e.AdminURL+"/metrics")
 	if n := m.Sum("edge_connections_closed_total"); n != 0 {
 		t.Errorf("the edge closed %v of the proxy's connections", n)
 	}
-	t.Logf("other tenant's p99: %v calm, %v during the flood; the flood sent %d calls, %d held, %d answered other than resource_exhausted",
-		calm, flooded, sent.Load(), int(m.Sum("edge_early_calls_held_total")), proxyErrors.Load())
-	// The p99 is logged, not judged: the flooder, nginx and the edge share
-	// this process's two cores under -race here, so the ratio says more of
-	// the machine than of the edge (docs/benchmarks.md has it measured).
+	slices.Sort(ratios)
+	if median := ratios[len(ratios)/2]; median > 2 {
+		t.Errorf("the flood made the other tenant's p99 x%.2f its p99 without the flood (median of %d rounds, %.2f), want at most x2", median, rounds, ratios)
+	}
+}
+
+// floodScript is wrk's script for a tenant calling ListOrganizations as
+// fast as its connections allow, whatever it is answered: Connect's JSON,
+// its token, the client address its X-Forwarded-For names. On SIGINT it
+// prints "flood: N refused, M other": the answers 429, and those neither
+// 429 nor 200 (what its plan's burst admits).
+func floodScript(token, clientAddress string) string {
+	return `wrk.method = "POST"
+wrk.body = "{}"
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Authorization"] = "Bearer ` + token + `"
+wrk.headers["X-Forwarded-For"] = "` + clientAddress + `"
+local threads = {}
+function setup(thread) table.insert(threads, thread) end
+function init(args) refused = 0; other = 0 end
+function response(status, headers, body)
+  if status == 429 then refused = refused + 1 elseif status ~= 200 then other = other + 1 end
+end
+function done(summary, latency, requests)
+  local r, o = 0, 0
+  for _, t in ipairs(threads) do r = r + t:get("refused"); o = o + t:get("other") end
+  io.write(string.format("flood: %d refused, %d other\n", r, o))
+end
+`
 }
 
 // TestManySubjectsFromOneAddressAreReportedOnce: with no proxy named,
@@ -371,4 +424,64 @@ func TestManySubjectsFromOneAddressAreReportedOnce(t *testing.T) {
 	if n := testkit.Scrape(t, s.edge.AdminURL+"/metrics").Sum("edge_client_addresses_shared_total"); n != 1 {
 		t.Errorf("edge_client_addresses_shared_total = %v, want 1", n)
 	}
+}
+
+// builtEdge is the edge binary (cmd/edge) running a configuration of the
+// test's.
+type builtEdge struct {
+	URL, AdminURL string
+}
+
+// startBuiltEdge builds cmd/edge as the Dockerfile does (without -race,
+// unlike this test) and runs it with cfg on free loopback ports until the
+// test ends, once its /readyz answers 200. Its log goes to a file of the
+// test's, quoted when it does not get ready.
+func startBuiltEdge(t *testing.T, cfg *config.Config) *builtEdge {
+	t.Helper()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "edge")
+	build := exec.Command("go", "build", "-trimpath", "-o", bin, "github.com/orgedge/edge/cmd/edge")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build cmd/edge: %v\n%s", err, out)
+	}
+	cfg.Listen.Addr = fmt.Sprintf("127.0.0.1:%d", freeLoopbackPort(t))
+	cfg.Admin.Addr = fmt.Sprintf("127.0.0.1:%d", freeLoopbackPort(t))
+	path := filepath.Join(dir, "edge.yaml")
+	if err := os.WriteFile(path, []byte(cfg.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logs, err := os.Create(filepath.Join(dir, "edge.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logs.Close()
+	cmd := exec.Command(bin, "-config", path, "-reload-interval", "0")
+	cmd.Stdout, cmd.Stderr = logs, logs
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "EDGE_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, "OTEL_SDK_DISABLED=true")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	e := &builtEdge{URL: "http://" + cfg.Listen.Addr, AdminURL: "http://" + cfg.Admin.Addr}
+	ready := func() bool {
+		res, err := http.Get(e.AdminURL + "/readyz")
+		if err != nil {
+			return false
+		}
+		res.Body.Close()
+		return res.StatusCode == http.StatusOK
+	}
+	for deadline := time.Now().Add(60 * time.Second); !ready(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			b, _ := os.ReadFile(logs.Name())
+			t.Fatalf("the built edge's /readyz did not answer 200 in 60s; its log:\n%s", b)
+		}
+	}
+	return e
 }
