@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -52,6 +53,34 @@ func TestSecondCallWithSameTokenVerifiesNoSignature(t *testing.T) {
 	}
 	if hits, verifications := a.Stats(); hits != 4 || verifications != 1 {
 		t.Fatalf("hits %d verifications %d, want 4 and 1", hits, verifications)
+	}
+}
+
+// TestForgedTokenIsNotAnsweredFromTheCache: once alice's token is cached,
+// tokens that keep its signature (so its last bytes too) but carry another
+// payload are verified, and refused, never taken for alice's.
+func TestForgedTokenIsNotAnsweredFromTheCache(t *testing.T) {
+	iss, a := setup(t)
+	alice, _ := iss.Issuer.TokenFor("alice")
+	bob, _ := iss.Issuer.TokenFor("bob")
+	if _, err := a.Authenticate(context.Background(), bearer(alice)); err != nil {
+		t.Fatal(err)
+	}
+	ap, bp := strings.Split(alice, "."), strings.Split(bob, ".")
+	flipped := []byte(ap[1])
+	flipped[len(flipped)/2] ^= 1
+	for name, forged := range map[string]string{
+		"bob's payload, alice's signature":   ap[0] + "." + bp[1] + "." + ap[2],
+		"alice's payload altered by one bit": ap[0] + "." + string(flipped) + "." + ap[2],
+	} {
+		_, before := a.Stats()
+		p, err := a.Authenticate(context.Background(), bearer(forged))
+		if err == nil {
+			t.Errorf("%s: authenticated as %q", name, p.Username)
+		}
+		if _, after := a.Stats(); after != before+1 {
+			t.Errorf("%s: %d verifications, want 1: the cache answered it", name, after-before)
+		}
 	}
 }
 
