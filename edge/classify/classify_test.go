@@ -1,6 +1,7 @@
 package classify_test
 
 import (
+	"mime"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -97,4 +98,26 @@ func FuzzClassify(f *testing.F) {
 			t.Fatalf("incomplete call %+v", c)
 		}
 	})
+}
+
+// TestMediaTypeReadsAsMimeDoes: the edge's one reading of a Content-Type
+// gives what mime.ParseMediaType gives, with or without parameters, in any
+// case, and refuses what it refuses (its fast path for the media types
+// clients send must not differ).
+func TestMediaTypeReadsAsMimeDoes(t *testing.T) {
+	for _, ct := range []string{
+		"application/json", "application/json; charset=utf-8", "Application/JSON", "application/json ",
+		"application/proto", "application/connect+proto", "application/connect+json",
+		"application/grpc", "application/grpc+proto", "application/grpc+json", "APPLICATION/GRPC",
+		"application/grpc-web", "application/grpc-web+proto", "application/grpc-web+json",
+		"application/grpc-web-text", "application/grpc-web-text+proto", "application/grpc-web-text+json",
+		"text/plain", "", "application/", "application/json; charset", strings.Repeat("a", 129) + "/json",
+	} {
+		want, _, err := mime.ParseMediaType(ct)
+		wantOK := err == nil && len(ct) <= 128
+		got, ok := classify.MediaType(http.Header{"Content-Type": {ct}})
+		if ok != wantOK || ok && got != want {
+			t.Errorf("MediaType(%q) = %q, %v; want %q, %v", ct, got, ok, want, wantOK)
+		}
+	}
 }
