@@ -26,15 +26,30 @@ const maxBatch = 32
 // Each call still runs its own script, with its own keys, and gets its own
 // exact decision; but the calls that arrive while others are on the wire
 // leave in one pipeline: one write and one read for all of them, on the
-// edge's side and on Redis'. A lone call goes out at once, as before. No
-// goroutine lives longer than the calls it serves.
+// edge's side and on Redis'. A lone call goes out at once, as before.
+//
+// The pipelines are sent by workers that wait for the next batch for
+// workerIdle before they end. A goroutine started per batch instead grew
+// its stack through go-redis on nearly every call at a low rate (a stack
+// copy, 14,000 instructions a call: docs/benchmarks.md); a worker keeps
+// its stack from batch to batch. No goroutine outlives the calls it serves
+// by more than workerIdle.
 type batcher struct {
 	rdb     redis.UniversalClient
 	timeout time.Duration
 
 	mu       sync.Mutex
 	queue    []*scriptCall
-	inflight int // pipelines on the wire, each sent by a goroutine of flush
+	inflight int           // pipelines on the wire, each sent by a worker in flush
+	idle     int           // workers waiting for a kick, none of them claimed
+	kick     chan struct{} // to a claimed idle worker; room for every worker
+}
+
+// workerIdle is how long a worker waits for another batch before it ends.
+const workerIdle = time.Second
+
+func newBatcher(rdb redis.UniversalClient, timeout time.Duration) *batcher {
+	return &batcher{rdb: rdb, timeout: timeout, kick: make(chan struct{}, maxPipelines)}
 }
 
 // scriptCall is one call's script run. Its caller waits for it until its
@@ -53,17 +68,54 @@ func (b *batcher) run(ctx context.Context, deadline time.Time, keys []string, ar
 	b.mu.Lock()
 	b.queue = append(b.queue, c)
 	lead := b.inflight == 0 || b.inflight < maxPipelines && len(b.queue) >= maxBatch
+	start := false
 	if lead {
 		b.inflight++
+		if b.idle > 0 {
+			b.idle--
+			b.kick <- struct{}{} // never blocks: a kick per claimed worker
+		} else {
+			start = true
+		}
 	}
 	b.mu.Unlock()
-	if lead {
-		go b.flush()
+	if start {
+		go b.work()
 	}
 	return c.done
 }
 
-// flush sends what is queued, batch after batch, until the queue is empty.
+// work flushes the queue, then waits for a kick to flush it again, until
+// none comes for workerIdle.
+func (b *batcher) work() {
+	idle := time.NewTimer(workerIdle)
+	defer idle.Stop()
+	for {
+		b.flush()
+		b.mu.Lock()
+		b.idle++
+		b.mu.Unlock()
+		idle.Reset(workerIdle)
+		select {
+		case <-b.kick:
+			continue
+		case <-idle.C:
+		}
+		b.mu.Lock()
+		if b.idle > 0 {
+			// Not claimed: this worker ends.
+			b.idle--
+			b.mu.Unlock()
+			return
+		}
+		b.mu.Unlock()
+		// Claimed as the timer fired: its kick is on the way.
+		<-b.kick
+	}
+}
+
+// flush sends what is queued, batch after batch, until the queue is empty;
+// its caller was counted in inflight.
 func (b *batcher) flush() {
 	for {
 		b.mu.Lock()

@@ -229,7 +229,7 @@ func New(client redis.UniversalClient, opts Options) *Limiter {
 		breaker: breaker{threshold: opts.FailureThreshold, cooldown: opts.Cooldown},
 		refused: newRefusals(opts.RefusalCache),
 		local:   newLocalLimiter(opts.LocalShare, opts.LocalEntries),
-		batch:   &batcher{rdb: client, timeout: opts.Timeout},
+		batch:   newBatcher(client, opts.Timeout),
 	}
 }
 
