@@ -4,7 +4,6 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
-	"time"
 )
 
 // DefaultLogBuffer bounds the log bytes waiting to be written.
@@ -23,7 +22,6 @@ type LogWriter struct {
 	out     io.Writer
 	max     int
 	kick    chan struct{}
-	closing chan struct{} // closed by Close: the writer gathers no more
 	done    chan struct{}
 	dropped atomic.Uint64
 
@@ -39,7 +37,7 @@ func NewLogWriter(out io.Writer, max int) *LogWriter {
 	if max <= 0 {
 		max = DefaultLogBuffer
 	}
-	w := &LogWriter{out: out, max: max, kick: make(chan struct{}, 1), closing: make(chan struct{}), done: make(chan struct{})}
+	w := &LogWriter{out: out, max: max, kick: make(chan struct{}, 1), done: make(chan struct{})}
 	go w.run()
 	return w
 }
@@ -72,22 +70,10 @@ func (w *LogWriter) Dropped() uint64 { return w.dropped.Load() }
 func (w *LogWriter) run() {
 	defer close(w.done)
 	for range w.kick {
-		// The lines of the next few milliseconds leave in the same write:
-		// woken once a line, at a low rate, this goroutine cost each call
-		// a wake-up of its own (the scheduler's locks and a futex), more
-		// than the line's formatting. Close does not wait for it.
-		select {
-		case <-time.After(gather):
-		case <-w.closing:
-		}
 		w.flush()
 	}
 	w.flush()
 }
-
-// gather is how long the writer waits, once a line is buffered, for more
-// lines to write with it.
-const gather = 5 * time.Millisecond
 
 // flush writes what has gathered. Only run calls it, so writes keep their
 // order.
@@ -116,7 +102,6 @@ func (w *LogWriter) Close() error {
 		return nil
 	}
 	w.closed = true
-	close(w.closing)
 	close(w.kick)
 	w.mu.Unlock()
 	<-w.done
