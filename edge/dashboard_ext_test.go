@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -264,5 +265,104 @@ Promise.allSettled([
 	}
 	if res, _ := jsonCall(t, s.edge.URL, tok, listOrgs, "{}"); res.StatusCode != http.StatusTooManyRequests {
 		t.Errorf("after the other site's attempt: %d, want 429", res.StatusCode)
+	}
+}
+
+// dashboardState is the part of GET /dashboard/state this file reads.
+type dashboardState struct {
+	SpanSeconds float64 `json:"span_seconds"`
+	Policy      struct {
+		LoadedAt       time.Time  `json:"loaded_at"`
+		ReloadFailedAt *time.Time `json:"reload_failed_at"`
+		ReloadError    string     `json:"reload_error"`
+		Plans          []struct {
+			Name  string `json:"name"`
+			Burst int    `json:"burst"`
+		} `json:"plans"`
+	} `json:"policy"`
+	Backends []struct {
+		Calls float64  `json:"calls"`
+		P99ms *float64 `json:"p99_ms"`
+		Share float64  `json:"share"`
+	} `json:"backends"`
+	Traffic struct {
+		Calls    map[string]float64 `json:"calls"`
+		Refusals []struct {
+			Plan, Limit string
+			Calls       float64
+		} `json:"refusals"`
+	} `json:"traffic"`
+}
+
+func readState(t *testing.T, adminURL string) dashboardState {
+	t.Helper()
+	code, body := adminCall(t, "GET", adminURL, "/dashboard/state", "")
+	if code != http.StatusOK {
+		t.Fatalf("state: %d %s", code, body)
+	}
+	var st dashboardState
+	if err := json.Unmarshal(body, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// The page's numbers are the replica's: the calls it forwarded and refused
+// since the page was opened, by outcome, plan and limit, and the backend's
+// share and latency; and its policy says when it was loaded and why the
+// last reload failed, until one succeeds.
+func TestOperatorPageStateCountsCallsAndSaysWhyTheLastReloadFailed(t *testing.T) {
+	t.Parallel()
+	s := startFromFile(t, tightFreePlan)
+	start := readState(t, s.edge.AdminURL) // the first sample
+	tok := s.token("free-dashboard-counted")
+	for range 3 {
+		jsonCall(t, s.edge.URL, tok, listOrgs, "{}") // burst 2: the third is refused
+	}
+	var st dashboardState
+	testkit.WaitFor(t, "the calls counted since the page was opened", func() bool {
+		st = readState(t, s.edge.AdminURL)
+		return st.SpanSeconds > 0 && st.Traffic.Calls["forwarded"] == 2 && st.Traffic.Calls["refused"] == 1
+	})
+	if len(st.Traffic.Refusals) != 1 || st.Traffic.Refusals[0].Plan != "free" || st.Traffic.Refusals[0].Limit != "plan" || st.Traffic.Refusals[0].Calls != 1 {
+		t.Errorf("refusals: %+v, want one by free's plan limit", st.Traffic.Refusals)
+	}
+	if len(st.Backends) != 1 || st.Backends[0].Calls != 2 || st.Backends[0].Share != 1 || st.Backends[0].P99ms == nil {
+		t.Errorf("backends: %+v, want 2 calls, all of them, with a latency", st.Backends)
+	}
+
+	writeConfigText(t, s.path, "limits: [not, a, map]\n")
+	if err := s.edge.App.Reload(ctxT(t), s.path); err == nil {
+		t.Fatal("an invalid file reloaded")
+	}
+	st = readState(t, s.edge.AdminURL)
+	if st.Policy.ReloadFailedAt == nil || !strings.Contains(st.Policy.ReloadError, "limits") || !st.Policy.LoadedAt.Equal(start.Policy.LoadedAt) {
+		t.Errorf("after a failed reload: %+v, want the failure and the policy loaded at start", st.Policy)
+	}
+	next := *s.edge.Config
+	next.Limits.Plans = map[string]config.Plan{"free": {RequestsPerMinute: 1, Burst: 7}, "pro": {RequestsPerMinute: 1, Burst: 50}}
+	writeConfig(t, s.path, &next)
+	if err := s.edge.App.Reload(ctxT(t), s.path); err != nil {
+		t.Fatal(err)
+	}
+	st = readState(t, s.edge.AdminURL)
+	if st.Policy.ReloadFailedAt != nil || !st.Policy.LoadedAt.After(start.Policy.LoadedAt) {
+		t.Errorf("after a good reload: %+v, want no failure and a later load", st.Policy)
+	}
+	for _, p := range st.Policy.Plans {
+		if p.Name == "free" && p.Burst != 7 {
+			t.Errorf("free's burst after the reload: %d, want 7", p.Burst)
+		}
+	}
+}
+
+func writeConfigText(t *testing.T, path, text string) {
+	t.Helper()
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
 	}
 }
