@@ -151,7 +151,7 @@ func (d *devStack) print(w io.Writer, api, admin string) {
 edge development mode: everything on loopback, in this process
 
   edge API       http://%[1]s   Connect, gRPC (h2c), gRPC-Web, HTTP/JSON
-  admin          http://%[2]s   /healthz /readyz /metrics
+  admin          http://%[2]s   /healthz /readyz /metrics /dashboard/ (the operator page)
   issuer         %[3]s
   backend        http://%[4]s   (SQLite in %[5]s)
   backend admin  http://%[7]s   /healthz /readyz /metrics

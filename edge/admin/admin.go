@@ -1,6 +1,7 @@
 // Package admin is the edge's admin listener: the probes (/healthz,
-// /readyz), /metrics, Go's profiles when asked for, and the operator API
-// for one customer's limits (docs/operations.md, "Operator controls").
+// /readyz), /metrics, Go's profiles when asked for, the operator API for
+// one customer's limits (docs/operations.md, "Operator controls"), and the
+// operator page that shows the replica at a glance ("The operator page").
 //
 // It is not on the API's listener and is no step of the request chain;
 // it reads and resets what the limit step keeps.
@@ -18,7 +19,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/orgedge/edge/edge/authn"
+	"github.com/orgedge/edge/edge/idempotency"
 	"github.com/orgedge/edge/edge/limits"
+	"github.com/orgedge/edge/edge/ratelimit"
 )
 
 // Check is one readiness condition: nil when ready.
@@ -82,9 +85,15 @@ type Options struct {
 	Addr string
 	// Settle answers settle-quota; nil: 501 (no upstream.admin_url).
 	Settle SettleFunc
+	// Idempotency counts a subject's Idempotency-Key entries for inspect;
+	// nil: not counted.
+	Idempotency *idempotency.Step
 	// Pprof serves Go's profiles under /debug/pprof/, behind the operator
 	// API's gate: off loopback, a token with the role svc-admin.
 	Pprof bool
+	// Dashboard is what the operator page at /dashboard/ shows beside
+	// the policy and the metrics; it is behind the same gate.
+	Dashboard Dashboard
 }
 
 // New is the admin listener's handler: the probes, /metrics, the operator
@@ -94,6 +103,11 @@ func New(o Options) http.Handler {
 	if log == nil {
 		log = slog.Default()
 	}
-	op := &operator{limits: o.Limits, auth: o.Auth, log: log, needToken: !loopbackAddr(o.Addr), settle: o.Settle}
-	return mux(Probes(o.Gatherer, o.Checks...), op, o.Pprof)
+	op := &operator{limits: o.Limits, auth: o.Auth, log: log, needToken: !loopbackAddr(o.Addr), settle: o.Settle, idem: o.Idempotency}
+	var rates *ratelimit.Limiter
+	if o.Limits != nil {
+		rates = o.Limits.Rates
+	}
+	page := op.dashboard(o.Dashboard, &samples{g: o.Gatherer, rates: rates, now: time.Now})
+	return mux(Probes(o.Gatherer, o.Checks...), op, page, o.Pprof)
 }

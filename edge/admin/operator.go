@@ -18,6 +18,7 @@ import (
 	"github.com/orgedge/edge/config"
 	"github.com/orgedge/edge/edge/authn"
 	"github.com/orgedge/edge/edge/classify"
+	"github.com/orgedge/edge/edge/idempotency"
 	"github.com/orgedge/edge/edge/limits"
 	"github.com/orgedge/edge/edge/ratelimit"
 	"github.com/orgedge/edge/identity"
@@ -43,6 +44,7 @@ type operator struct {
 	log       *slog.Logger
 	needToken bool
 	settle    SettleFunc
+	idem      *idempotency.Step // nil: keys not counted
 }
 
 // Operator roles and bounds.
@@ -66,11 +68,13 @@ func loopbackAddr(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// mux serves the operator API beside the probes' paths, and the profiles
-// behind the same gate as the operator API.
-func mux(admin http.Handler, o *operator, profiles bool) http.Handler {
+// mux serves the operator API beside the probes' paths, and the operator
+// page and the profiles behind the same gate as the operator API.
+func mux(admin http.Handler, o *operator, page *dashboard, profiles bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/", admin)
+	mux.HandleFunc("GET /dashboard/", page.page)
+	mux.HandleFunc("GET /dashboard/state", page.state)
 	mux.HandleFunc("GET "+operatorPathStart+"{subject}", o.guard("inspect", false, o.inspect))
 	mux.HandleFunc("POST "+operatorPathStart+"{subject}/reset-limits", o.guard("reset-limits", true, o.resetLimits))
 	mux.HandleFunc("POST "+operatorPathStart+"{subject}/release-streams", o.guard("release-streams", true, o.releaseStreams))
@@ -171,6 +175,8 @@ func (o *operator) admit(w http.ResponseWriter, r *http.Request, action string, 
 			who = "unauthenticated"
 		default:
 			status, who = http.StatusUnauthorized, "unauthenticated"
+			// A browser asks for the token as a password (see who).
+			w.Header().Set("WWW-Authenticate", `Basic realm="orgedge admin: the password is an operator token (role `+operatorRole+`)", charset="UTF-8"`)
 		}
 	}
 	if who == "" {
@@ -185,10 +191,12 @@ func (o *operator) admit(w http.ResponseWriter, r *http.Request, action string, 
 }
 
 // fromBrowser refuses a call that a web page in a browser on an operator's
-// machine could make: the loopback listener needs no token, so a page must
-// not be able to reach it at all.
-//   - Any Origin: browsers send one on every POST and every cross-origin
-//     call; curl and scripts send none.
+// machine could make, but the operator page's own: the loopback listener
+// needs no token, so no other page must be able to reach it at all.
+//   - An Origin other than the listener's own (the operator page's):
+//     browsers send one on every POST and every cross-origin call; curl
+//     and scripts send none. A Sec-Fetch-Site other than same-origin
+//     likewise.
 //   - A state-changing call without Content-Type: application/json: a page
 //     may POST text/plain or a form without asking, but a JSON body needs a
 //     CORS preflight, which this listener never grants.
@@ -196,8 +204,11 @@ func (o *operator) admit(w http.ResponseWriter, r *http.Request, action string, 
 //     name: a page whose name was rebound to 127.0.0.1 reaches the listener
 //     with its own name as Host.
 func (o *operator) fromBrowser(r *http.Request, changes bool) (int, error) {
-	if _, ok := r.Header["Origin"]; ok {
-		return http.StatusForbidden, errors.New("calls from web pages (with an Origin header) are refused: call the operator API with curl or a script")
+	if origin, ok := r.Header["Origin"]; ok && (len(origin) != 1 || origin[0] != "http://"+r.Host) {
+		return http.StatusForbidden, errors.New("calls from web pages (with an Origin header) other than the operator page are refused: call the operator API with curl or a script")
+	}
+	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" && site != "none" {
+		return http.StatusForbidden, fmt.Errorf("calls from other sites (Sec-Fetch-Site: %s) are refused", clip(site))
 	}
 	if changes {
 		if mt, ok := classify.MediaType(r.Header); !ok || mt != "application/json" {
@@ -243,6 +254,12 @@ var errNotAdmin = errors.New("the token lacks the role " + operatorRole)
 func (o *operator) who(r *http.Request) (string, error) {
 	if !o.needToken && r.Header.Get("Authorization") == "" {
 		return "loopback", nil
+	}
+	if _, token, ok := r.BasicAuth(); ok {
+		// A browser sends the token it asked for as a password (any user
+		// name), on the page and on each of its calls.
+		r = r.Clone(r.Context())
+		r.Header.Set("Authorization", "Bearer "+token)
 	}
 	p, err := o.auth.AuthenticateRequest(r.Context(), r)
 	if err != nil {
@@ -303,6 +320,10 @@ type SubjectState struct {
 	RequestsThisMonth int64        `json:"requests_this_month"`
 	Streams           []StreamUse  `json:"streams"`
 	Environments      Environments `json:"environments"`
+	// IdempotencyKeys counts the Idempotency-Key entries it holds now (in
+	// flight or kept for idempotency.ttl; idempotency.max_keys_per_subject
+	// bounds them).
+	IdempotencyKeys *int64 `json:"idempotency_keys,omitempty"`
 }
 
 // LimitState is one GCRA limit's standing.
@@ -442,6 +463,13 @@ func (o *operator) inspect(ctx context.Context, r *http.Request, subject string)
 	}
 	st.Environments = Environments{Running: u.Environments, CreatedThisMonth: u.Created,
 		VCPUHours: u.VCPUHours, MemoryGBHours: u.MemoryGBHours, Quotas: Quotas(limits.QuotaOf(pol.Limits.QuotasFor(subject, planName)))}
+	if o.idem != nil {
+		n, err := o.idem.Keys(ctx, subject)
+		if err != nil {
+			return nil, fmt.Errorf("read idempotency keys: %w", err)
+		}
+		st.IdempotencyKeys = &n
+	}
 	return st, nil
 }
 

@@ -37,6 +37,7 @@ import (
 	"github.com/orgedge/edge/edge/quota"
 	"github.com/orgedge/edge/edge/ratelimit"
 	"github.com/orgedge/edge/edge/reflection"
+	"github.com/orgedge/edge/edge/topk"
 	"github.com/orgedge/edge/edge/webtext"
 	"github.com/orgedge/edge/identity"
 	"github.com/orgedge/edge/internal/certfile"
@@ -181,6 +182,7 @@ func New(cfg *config.Config, log *slog.Logger, version string, opts ...Option) (
 		Help: "Calls held now until the retry time a refusal of the same limit told their subject (listen.max_early_calls).",
 	}, func() float64 { return float64(holds.Held()) }))
 	a.holds = holds
+	refusals := topk.New()
 	step := limits.New(limits.NewLive(cfg), limits.Options{
 		Early:          holds,
 		Rates:          rates,
@@ -190,8 +192,10 @@ func New(cfg *config.Config, log *slog.Logger, version string, opts ...Option) (
 		Reconciler:     a.reconciler,
 		Log:            log,
 		Observer:       metrics,
+		Refused:        refusals.Refused,
 	})
 	a.limits = step
+	a.policyLoad.Store(&admin.PolicyLoad{LoadedAt: time.Now()})
 	observe.RegisterCaches(reg, auth, rates, step)
 	idem := idempotency.New(a.redis, idempotency.Options{
 		TTL: cfg.Idempotency.TTL, Lease: cfg.Idempotency.Lease, MaxResponseBytes: int(cfg.Idempotency.MaxResponseBytes), MaxKeysPerSubject: cfg.Idempotency.MaxKeysPerSubject,
@@ -308,7 +312,9 @@ func New(cfg *config.Config, log *slog.Logger, version string, opts ...Option) (
 	a.admin = &http.Server{
 		Addr: cfg.Admin.Addr,
 		Handler: admin.New(admin.Options{Gatherer: reg, Checks: checks, Limits: step, Auth: auth, Log: log,
-			Addr: cfg.Admin.Addr, Settle: settle, Pprof: cfg.Admin.Pprof}),
+			Addr: cfg.Admin.Addr, Settle: settle, Pprof: cfg.Admin.Pprof, Idempotency: idem,
+			Dashboard: admin.Dashboard{Backends: handler.Backends, Refusals: refusals, Policy: a.PolicyLoad,
+				RedisMode: redisMode(cfg.Redis), EjectFor: cfg.Upstream.EjectFor, PlanClaim: cfg.OIDC.PlanClaim, Version: version}}),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      30 * time.Second,

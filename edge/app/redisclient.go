@@ -73,3 +73,13 @@ func newRedisClient(cfg config.Redis) (redis.UniversalClient, *certfile.Pair, er
 	}
 	return redis.NewUniversalClient(opts), clientCert, nil
 }
+
+// redisMode names how the edge reaches Redis (config.ModeStandalone,
+// ModeSentinel, ModeCluster), for the operator page.
+func redisMode(cfg config.Redis) string {
+	t, err := cfg.Target()
+	if err != nil {
+		return ""
+	}
+	return t.Mode
+}

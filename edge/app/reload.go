@@ -8,11 +8,13 @@ import (
 	"os"
 	"reflect"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/orgedge/edge/config"
+	"github.com/orgedge/edge/edge/admin"
 	"github.com/orgedge/edge/edge/cors"
 	"github.com/orgedge/edge/edge/limits"
 	"github.com/orgedge/edge/internal/certfile"
@@ -83,6 +85,9 @@ func (a *App) Reload(ctx context.Context, path string) error {
 	if err != nil {
 		a.reloads.reloads.WithLabelValues(reloadFailure).Inc()
 		a.reloads.lastOK.Set(0)
+		failed := *a.policyLoad.Load()
+		failed.FailedAt, failed.Error = time.Now(), err.Error()
+		a.policyLoad.Store(&failed)
 		a.log.Error("config reload failed: keeping the running policy", "file", path, "err", err)
 		return err
 	}
@@ -156,7 +161,12 @@ func (a *App) apply(cfg *config.Config) {
 		"cors_allowed_origins", len(cfg.CORS.AllowedOrigins))
 	a.limits.SetLive(p)
 	a.cors.Set(cfg.CORS)
+	a.policyLoad.Store(&admin.PolicyLoad{LoadedAt: time.Now()})
 }
+
+// PolicyLoad says when the policy in force was loaded and whether the
+// last reload failed, for the operator page.
+func (a *App) PolicyLoad() admin.PolicyLoad { return *a.policyLoad.Load() }
 
 // needRestart names the settings of next that differ from running and that
 // a reload does not apply.
@@ -271,4 +281,8 @@ type reloadState struct {
 	reloads  *reloadMetrics
 	limits   *limits.Step
 	cors     *cors.Step
+	// policyLoad: when the policy in force was loaded, how the last
+	// reload went (read by the operator page without reloadMu, which a
+	// reload holds while the file settles).
+	policyLoad atomic.Pointer[admin.PolicyLoad]
 }

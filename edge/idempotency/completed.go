@@ -3,7 +3,9 @@ package idempotency
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"strconv"
 
 	"github.com/redis/go-redis/v9"
 
@@ -32,4 +34,18 @@ func (s *Step) Completed(ctx context.Context, r *http.Request, c classify.Call, 
 		return false, err
 	}
 	return state == "done" || state == "too_large", nil
+}
+
+// Keys counts the Idempotency-Key entries subject holds now (in flight or
+// kept for the TTL), for the operator API: what its ledger bounds by
+// MaxKeysPerSubject.
+func (s *Step) Keys(ctx context.Context, subject string) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.store.timeout)
+	defer cancel()
+	ledger := ledgerKey(s.keyPrefix + entryKey(subject, "", ""))
+	n, err := s.store.rdb.ZCount(ctx, ledger, "("+strconv.FormatInt(s.store.now().UnixMilli(), 10), "+inf").Result()
+	if err != nil {
+		return 0, fmt.Errorf("count idempotency keys: %w", err)
+	}
+	return n, nil
 }

@@ -51,6 +51,7 @@ type Step struct {
 	builtins  *builtinRates
 	shadows   shadowLog
 	late      lateConfirms // confirmations Redis refused, retried
+	onRefused func(subject, plan, limit string)
 }
 
 // Options are what a Step is made of besides its policy.
@@ -69,12 +70,16 @@ type Options struct {
 	// Early holds the calls of subjects that ignore the retry times of the
 	// step's refusals (see EarlyHold); nil: none is held.
 	Early *early.Holds
+	// Refused is told the subject of each call a limit refused, with its
+	// plan and the limit (the admin page's most refused subjects); nil:
+	// nobody is. Admitted calls never reach it.
+	Refused func(subject, plan, limit string)
 }
 
 // New returns the limit step, deciding under live until SetLive.
 func New(live *Live, o Options) *Step {
 	l := &Step{Rates: o.Rates, Streams: o.Streams, Envs: o.Envs, Reconciler: o.Reconciler,
-		onFailure: o.OnRedisFailure, now: time.Now, log: o.Log, obs: o.Observer, early: o.Early, builtins: newBuiltinRates()}
+		onFailure: o.OnRedisFailure, now: time.Now, log: o.Log, obs: o.Observer, early: o.Early, builtins: newBuiltinRates(), onRefused: o.Refused}
 	if l.log == nil {
 		l.log = slog.Default()
 	}
@@ -238,7 +243,7 @@ func (l *Step) admitCall(ctx context.Context, w http.ResponseWriter, c classify.
 	if !d.Allowed {
 		a.Done(ctx) // the lease and the reservation go back: nothing is consumed
 		l.early.Told(p.Subject, d.Refused, l.now(), d.RetryAfter, pol.Replaced())
-		l.decided(ctx, planName, d.Refused, false)
+		l.refused(ctx, p.Subject, planName, d.Refused)
 		return nil, rateRefusal(d, planName)
 	}
 	if !shadow {
@@ -261,7 +266,7 @@ func (l *Step) hold(ctx context.Context, w http.ResponseWriter, a *Admission, c 
 		case errors.Is(err, quota.ErrStreamLimit) && rule.Shadow:
 			l.shadowRefused(ctx, planName, "streams", p)
 		case errors.Is(err, quota.ErrStreamLimit):
-			l.decided(ctx, planName, "streams", false)
+			l.refused(ctx, p.Subject, planName, "streams")
 			setQuotaHeaders(w.Header(), "streams", float64(rule.ConcurrentStreams), time.Time{}, 0, l.now())
 			return apierror.New(connect.CodeResourceExhausted, quota.ReasonStreamLimit,
 				fmt.Sprintf("at most %d %s streams may be open at once; close one first", rule.ConcurrentStreams, c.Method),
@@ -289,7 +294,7 @@ func (l *Step) hold(ctx context.Context, w http.ResponseWriter, a *Admission, c 
 	var qe *quota.QuotaError
 	switch {
 	case errors.As(err, &qe):
-		l.decided(ctx, planName, string(qe.Kind), false)
+		l.refused(ctx, p.Subject, planName, string(qe.Kind))
 		l.obs.Reservation(ReservationRefused)
 		a.Done(ctx)
 		setQuotaHeaders(w.Header(), string(qe.Kind), qe.Limit, qe.RetryAt, monthWindow(qe), l.now())
@@ -331,6 +336,15 @@ func (l *Step) decided(ctx context.Context, plan, limit string, allowed bool) {
 	l.obs.Decided(plan, limit, allowed)
 	if !allowed {
 		l.traced(ctx, "refused", limit)
+	}
+}
+
+// refused counts a refusal of subject's call by limit, as decided does,
+// and tells Options.Refused.
+func (l *Step) refused(ctx context.Context, subject, plan, limit string) {
+	l.decided(ctx, plan, limit, false)
+	if l.onRefused != nil {
+		l.onRefused(subject, plan, limit)
 	}
 }
 

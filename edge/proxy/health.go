@@ -39,6 +39,14 @@ type health struct {
 	passes    atomic.Int32
 	failures  atomic.Int32
 	suspected atomic.Int64 // when a check was last asked for out of turn, unix nanoseconds
+	changed   atomic.Int64 // when unhealthy last changed, unix nanoseconds; 0: never
+	last      atomic.Pointer[CheckResult]
+}
+
+// CheckResult is the result of one health check of a backend.
+type CheckResult struct {
+	At    time.Time
+	Error string // "": it passed
 }
 
 // healthLoop checks every backend now and every Interval.
@@ -93,9 +101,15 @@ func (p *Pool) check(e *endpoint, suspected bool) {
 	if p.ctx.Err() != nil {
 		return // the pool is closing
 	}
+	result := &CheckResult{At: time.Now()}
+	if err != nil {
+		result.Error = err.Error()
+	}
+	h.last.Store(result)
 	if err == nil {
 		h.failures.Store(0)
 		if h.passes.Add(1) >= int32(hc.HealthyThreshold) && h.unhealthy.CompareAndSwap(true, false) {
+			h.changed.Store(result.At.UnixNano())
 			p.opts.Logger.Info("backend passes its health checks again", "backend", e.addr)
 			e.obs.Healthy(true)
 		}
@@ -103,6 +117,7 @@ func (p *Pool) check(e *endpoint, suspected bool) {
 	}
 	h.passes.Store(0)
 	if h.failures.Add(1) >= int32(hc.UnhealthyThreshold) && h.unhealthy.CompareAndSwap(false, true) {
+		h.changed.Store(result.At.UnixNano())
 		p.opts.Logger.Warn("backend fails its health checks: it gets no calls", "backend", e.addr, "err", err)
 		e.obs.Healthy(false)
 	}

@@ -493,6 +493,13 @@ type Backend struct {
 	Ejected  bool
 	// Healthy: it passes its health checks (or none run).
 	Healthy bool
+	// EjectedUntil: when its current ejection ends (zero: not ejected);
+	// it began EjectFor before.
+	EjectedUntil time.Time
+	// HealthSince: when Healthy last changed (zero: never).
+	HealthSince time.Time
+	// LastCheck is its latest health check's result (nil: none yet).
+	LastCheck *CheckResult
 }
 
 // Backends lists the current backends.
@@ -500,8 +507,15 @@ func (p *Pool) Backends() []Backend {
 	now := time.Now().UnixNano()
 	var out []Backend
 	for _, e := range *p.endpoints.Load() {
-		out = append(out, Backend{Addr: e.addr, Calls: e.calls.Load(), InFlight: e.inflight.Load(), Ejected: e.isEjected(now),
-			Healthy: !e.health.unhealthy.Load()})
+		b := Backend{Addr: e.addr, Calls: e.calls.Load(), InFlight: e.inflight.Load(), Ejected: e.isEjected(now),
+			Healthy: !e.health.unhealthy.Load(), LastCheck: e.health.last.Load()}
+		if b.Ejected {
+			b.EjectedUntil = time.Unix(0, e.ejected.Load())
+		}
+		if t := e.health.changed.Load(); t != 0 {
+			b.HealthSince = time.Unix(0, t)
+		}
+		out = append(out, b)
 	}
 	return out
 }
