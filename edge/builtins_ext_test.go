@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
@@ -182,8 +183,13 @@ func apiListenerPaths() []string {
 // some path before the chain (as reflection was) fails here.
 func TestEveryPathOfTheAPIListenerIsBoundedLoggedAndCounted(t *testing.T) {
 	t.Parallel()
-	// A small body bound: the calls over it stay small.
-	s, _ := startTracedStack(t, orgsvc.Config{}, func(c *config.Config) { c.Requests.MaxBodyBytes = 4 * config.KiB })
+	// A small body bound: the calls over it stay small. A short stream
+	// deadline: gRPC health's Watch, open without a token, streams until
+	// it.
+	s, _ := startTracedStack(t, orgsvc.Config{}, func(c *config.Config) {
+		c.Requests.MaxBodyBytes = 4 * config.KiB
+		c.Requests.MaxStreamTimeout = 2 * time.Second
+	})
 	paths := apiListenerPaths()
 	before := testkit.Scrape(t, s.edge.AdminURL+"/metrics").Sum("edge_requests_total")
 	calls := 0
@@ -218,7 +224,7 @@ func TestEveryPathOfTheAPIListenerIsBoundedLoggedAndCounted(t *testing.T) {
 	}
 	// Without a token, over gRPC, each with one empty message:
 	// unauthenticated for what the edge serves, but for gRPC health, which
-	// needs no token (Check answers, Watch is unimplemented), and
+	// needs no token (Check answers, Watch streams until its deadline), and
 	// unimplemented for the rest.
 	tr := h2cTransport(t)
 	answers := make(chan grpcAnswer, len(paths))
@@ -233,7 +239,7 @@ func TestEveryPathOfTheAPIListenerIsBoundedLoggedAndCounted(t *testing.T) {
 		case path == "/grpc.health.v1.Health/Check":
 			want = "0" // SERVING
 		case builtin && info.Service == config.HealthService:
-			want = "12" // Watch: unimplemented, by the edge
+			want = "4" // Watch: SERVING, then deadline_exceeded at max_stream_timeout
 		case known || builtin:
 			want = "16" // unauthenticated
 		}

@@ -59,6 +59,7 @@ type App struct {
 	certs          []namedCert
 	reconciler     *limits.Reconciler
 	holds          *early.Holds
+	health         *health.Service
 	stopBackground context.CancelFunc
 }
 
@@ -217,12 +218,12 @@ func New(cfg *config.Config, log *slog.Logger, version string, opts ...Option) (
 		// then in the metrics and alerts (docs/operations.md).
 		checks = append(checks, admin.Check{Name: "redis", Func: func(ctx context.Context) error { return a.redis.Ping(ctx).Err() }})
 	}
-	healthService := health.New(health.Options{Checks: checks, MaxBytes: int64(cfg.Requests.MaxBodyBytes)})
+	a.health = health.New(health.Options{Checks: checks, MaxBytes: int64(cfg.Requests.MaxBodyBytes), ClientAddress: clientAddr.Of})
 	builtins := map[string]http.Handler{}
 	for name, info := range config.BuiltinProcedures {
 		builtins[name] = reflect
 		if info.Service == config.HealthService {
-			builtins[name] = healthService
+			builtins[name] = a.health
 		}
 	}
 	handler, err := edge.New(edge.Options{
@@ -412,6 +413,7 @@ func (a *App) Shutdown(ctx context.Context) error {
 	// Held calls are decided now: a hold must not outlast the drain.
 	a.holds.Stop()
 	a.edge.EndStreams()
+	a.health.EndWatches()
 	err := a.api.Shutdown(ctx)
 	return errors.Join(err, a.admin.Shutdown(ctx))
 }

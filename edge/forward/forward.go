@@ -135,7 +135,8 @@ func (s *Step) modifyResponse(res *http.Response) error {
 	return nil
 }
 
-// upstreamError answers a call the backend did not answer.
+// upstreamError answers a call the backend did not answer, and takes one
+// that no backend received out of its subject's usage.
 func (s *Step) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
 	f := call.Of(r)
 	switch {
@@ -148,6 +149,11 @@ func (s *Step) upstreamError(w http.ResponseWriter, r *http.Request, err error) 
 		f.Rec.SetCode("canceled")
 	default:
 		s.log.WarnContext(r.Context(), "upstream unavailable", "procedure", f.Call.Procedure, "err", err)
+		if proxy.NotSent(err) {
+			// No backend received the call: it is not charged
+			// (docs/limits.md, "Calls no backend received").
+			s.limits.Undelivered(r.Context(), f.Admitted)
+		}
 		call.Refuse(w, r, apierror.New(connect.CodeUnavailable, "UPSTREAM_UNAVAILABLE", "the backend is unavailable; retry later"))
 	}
 }

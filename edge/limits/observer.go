@@ -23,6 +23,9 @@ type Observer interface {
 	// the environments it ended and those it adopted (counted, the edge
 	// having held no record of them).
 	Reconciled(outcome string, ended, adopted int)
+	// Refunded counts the refund of a call no backend received
+	// (Refund*; see Step.Undelivered).
+	Refunded(outcome string)
 }
 
 // Outcomes of an environment reservation (Observer.Reservation).
@@ -46,6 +49,7 @@ func (nopObserver) LeaseHeld(float64)            {}
 func (nopObserver) Reservation(string)           {}
 func (nopObserver) UnreadableAnswer(string)      {}
 func (nopObserver) Reconciled(string, int, int)  {}
+func (nopObserver) Refunded(string)              {}
 
 // Attributes the step sets on the span of the call's context (edge.limits).
 var (

@@ -359,6 +359,14 @@ func (p *Pool) eject(e *endpoint, now time.Time, reason string, err error) {
 	e.fails.Store(0)
 }
 
+// NotSent reports an error of a call that no backend received: the Pool
+// (or a transport of its) could open no connection to one (refused, timed
+// out, a name that did not resolve), so nothing of the call was sent.
+// Any other error may come after the backend received the call, on either
+// leg: a connection or stream that broke, was reset or timed out once
+// open, or an answer cut short.
+func NotSent(err error) bool { return connectionRefused(err) }
+
 // connectionRefused reports an error in connecting, before anything of
 // the call was sent.
 func connectionRefused(err error) bool {

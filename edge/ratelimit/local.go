@@ -13,8 +13,9 @@ import (
 // refusals remember what Redis refused, by limit, until the refusal expires:
 // a subject over a limit is refused again without a round trip. Under
 // unchanged numbers a refusal only grows until then (a TAT or a day's count
-// does not go back), so the cache never refuses what Redis would admit, for
-// a cost at least as high. A refusal holds only for the numbers it was made
+// does not go back, but for a refund: Refund forgets the day's refusal),
+// so the cache never refuses what Redis would admit, for a cost at least as
+// high. A refusal holds only for the numbers it was made
 // under: a request under others goes to Redis, and its answer replaces it.
 type refusals struct {
 	cache   *lru.Cache[string, refusal] // by the limit's key

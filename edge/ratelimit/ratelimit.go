@@ -111,6 +111,8 @@ type Decision struct {
 	// admitted request, if it had one that day or the day before (see
 	// Peek).
 	Policy string
+	// charged is what Redis counted of an admitted request, for Refund.
+	charged charge
 }
 
 // State is one limit's standing after a decision, for rate limit headers.
@@ -490,6 +492,9 @@ func decode(req Request, k keys, v []any) (verdict, error) {
 	}
 	n := func(i int) int64 { x, _ := v[i].(int64); return x }
 	d := verdict{Decision: Decision{Allowed: n(0) == 1, Source: SourceRedis, Today: n(2), Month: n(3)}}
+	if d.Allowed {
+		d.charged = charge{prefix: k.prefix, calendar: k.calendar, cost: req.Cost}
+	}
 	add := func(s State, refused bool, after time.Duration) {
 		d.States = append(d.States, s)
 		if !refused {
