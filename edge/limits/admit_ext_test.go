@@ -63,6 +63,7 @@ func (c *counts) Reservation(outcome string) {
 func (c *counts) LeaseHeld(float64)           {}
 func (c *counts) UnreadableAnswer(string)     {}
 func (c *counts) Reconciled(string, int, int) {}
+func (c *counts) Refunded(string)             {}
 func (c *counts) get(m map[string]int, k string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
