@@ -56,7 +56,8 @@ type Options struct {
 	// most MaxMessageBytes.
 	MaxBytes int64
 	// ClientAddress is the address of a call's client (behind the trusted
-	// proxies), by which open Watch streams are bounded.
+	// proxies), by which open Watch streams are bounded (default: the
+	// socket peer).
 	ClientAddress func(*http.Request) netip.Addr
 }
 
@@ -86,6 +87,9 @@ func New(o Options) *Service {
 		}
 	}
 	read := connect.WithReadMaxBytes(int(min(o.MaxBytes, MaxMessageBytes)))
+	if o.ClientAddress == nil {
+		o.ClientAddress = peer
+	}
 	s := &Service{checker: c, clientAddr: o.ClientAddress, ending: make(chan struct{}), byAddr: map[netip.Addr]int{}}
 	_, s.check = grpchealth.NewHandler(c, read)
 	s.watch = newWatchHandler(s, read)
@@ -144,4 +148,14 @@ func (c *checker) current(ctx context.Context) grpchealth.Status {
 		c.ranAt = time.Now()
 	}
 	return c.status
+}
+
+// peer is a request's socket peer, the client address when no proxy is
+// trusted (zero when RemoteAddr is not an address).
+func peer(r *http.Request) netip.Addr {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return netip.Addr{}
+	}
+	return ap.Addr().Unmap()
 }

@@ -17,6 +17,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/orgedge/edge/edge/admin"
+	"github.com/orgedge/edge/edge/call"
+	"github.com/orgedge/edge/edge/classify"
 	"github.com/orgedge/edge/edge/health"
 )
 
@@ -25,7 +27,15 @@ import (
 // (the one grpc-health-probe and Kubernetes' gRPC probes use).
 func client(t *testing.T, o health.Options) healthpb.HealthClient {
 	t.Helper()
-	s := httptest.NewUnstartedServer(health.New(o))
+	h := health.New(o)
+	// A stand-in for the chain, which gives every call its state (a
+	// Watch's record must know a stream the edge's shutdown ended).
+	chain := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c := classify.Call{Protocol: classify.GRPC, Procedure: r.URL.Path, Streaming: strings.HasSuffix(r.URL.Path, "/Watch")}
+		rec := call.NewRecorder(w, c)
+		h.ServeHTTP(rec, r.WithContext(call.With(r.Context(), &call.State{Call: c, Rec: rec})))
+	})
+	s := httptest.NewUnstartedServer(chain)
 	s.Config.Protocols = new(http.Protocols)
 	s.Config.Protocols.SetHTTP1(true)
 	s.Config.Protocols.SetUnencryptedHTTP2(true)
@@ -75,14 +85,26 @@ func TestAServiceTheEdgeDoesNotServeIsNotFound(t *testing.T) {
 	}
 }
 
-func TestWatchIsUnimplementedSoClientsFallBackToCheck(t *testing.T) {
-	c := client(t, health.Options{MaxBytes: 1 << 20})
+// TestWatchSendsTheStatusAtOnceThenEachChange: Watch answers SERVING at
+// once, then NOT_SERVING when a check starts failing, on the same stream.
+func TestWatchSendsTheStatusAtOnceThenEachChange(t *testing.T) {
+	var failing atomic.Bool
+	c := client(t, health.Options{Checks: []admin.Check{{Name: "redis", Func: func(context.Context) error {
+		if failing.Load() {
+			return errors.New("connection refused")
+		}
+		return nil
+	}}}, MaxBytes: 1 << 20})
 	w, err := c.Watch(ctxT(t), &healthpb.HealthCheckRequest{})
-	if err == nil {
-		_, err = w.Recv()
+	if err != nil {
+		t.Fatal(err)
 	}
-	if status.Code(err) != codes.Unimplemented {
-		t.Fatalf("Watch: %v, want Unimplemented", err)
+	if res, err := w.Recv(); err != nil || res.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("Watch's first answer: %v, %v; want SERVING", res, err)
+	}
+	failing.Store(true)
+	if res, err := w.Recv(); err != nil || res.GetStatus() != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Fatalf("Watch's next answer: %v, %v; want NOT_SERVING", res, err)
 	}
 }
 
