@@ -161,7 +161,7 @@ func (b *Body) Pause() {
 	}
 }
 
-// Resume: see Pause.
+// Resume sets the deadline Pause cleared, from now.
 func (b *Body) Resume() {
 	if b != nil && !b.over && b.read == 0 {
 		b.set()
