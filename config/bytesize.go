@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"gopkg.in/yaml.v3"
+	yaml "go.yaml.in/yaml/v3"
 )
 
 // Byte-size units. KB, MB and GB are powers of 1000; KiB, MiB and GiB of 1024.

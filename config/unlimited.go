@@ -6,7 +6,7 @@ import (
 	"math"
 	"strconv"
 
-	"gopkg.in/yaml.v3"
+	yaml "go.yaml.in/yaml/v3"
 )
 
 // Unlimited is a Count or an Amount without a bound: the zero value in Go,

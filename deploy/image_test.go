@@ -3,6 +3,7 @@ package deploy_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"os"
@@ -31,11 +32,26 @@ func dockerfileLdflags(t *testing.T, dockerfile, version string) string {
 	return strings.ReplaceAll(m[1], "${VERSION}", version)
 }
 
-// buildWithLdflags builds a command of this module as the Dockerfile does.
-func buildWithLdflags(t *testing.T, cmd, ldflags string) string {
+// dockerfileTags returns the -tags of the Dockerfile's go build ("" when
+// it sets none).
+func dockerfileTags(t *testing.T, dockerfile string) string {
+	t.Helper()
+	data, err := os.ReadFile(dockerfile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := regexp.MustCompile(`go build [^\n]*-tags[ =]([^ ]+)`).FindStringSubmatch(string(data)); m != nil {
+		return m[1]
+	}
+	return ""
+}
+
+// buildWithLdflags builds a command of this module as the Dockerfile does
+// (its -tags too).
+func buildWithLdflags(t *testing.T, cmd, dockerfile, ldflags string) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), filepath.Base(cmd))
-	build := exec.Command(goTool(), "build", "-trimpath", "-ldflags", ldflags, "-o", bin, "github.com/orgedge/edge/"+cmd)
+	build := exec.Command(goTool(), "build", "-trimpath", "-tags", dockerfileTags(t, dockerfile), "-ldflags", ldflags, "-o", bin, "github.com/orgedge/edge/"+cmd)
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build %s: %v\n%s", cmd, err, out)
@@ -50,7 +66,7 @@ func TestImagesStampTheVersionTheyAreBuiltWith(t *testing.T) {
 	const version = "v9.8.7-rc.1"
 	bins := map[string]string{}
 	for cmd, dockerfile := range map[string]string{"cmd/edge": "edge.Dockerfile", "cmd/orgsvc": "orgsvc.Dockerfile"} {
-		bin := buildWithLdflags(t, cmd, dockerfileLdflags(t, dockerfile, version))
+		bin := buildWithLdflags(t, cmd, dockerfile, dockerfileLdflags(t, dockerfile, version))
 		bins[cmd] = bin
 		out, err := exec.Command(bin, "-version").CombinedOutput()
 		if want := filepath.Base(cmd) + " " + version + "\n"; err != nil || string(out) != want {
@@ -156,5 +172,66 @@ func TestEdgeImageListensEverywhereFromItsFileAndSetsNoAddressVariables(t *testi
 	}
 	if cfg.Listen.Addr != ":8080" || cfg.Admin.Addr != ":9090" {
 		t.Errorf("edge.image.yaml listens on %q, admin %q; want :8080 and :9090", cfg.Listen.Addr, cfg.Admin.Addr)
+	}
+}
+
+// developmentOnly are the packages and modules only `edge -dev` needs: the
+// backend, its databases' drivers, the development issuer and the embedded
+// Redis. The production image must link none of them.
+var developmentOnly = []string{
+	"github.com/orgedge/edge/orgsvc",
+	"github.com/orgedge/edge/devissuer",
+	"modernc.org/sqlite",
+	"github.com/jackc/pgx",
+	"github.com/alicebob/miniredis",
+}
+
+// TestEdgeImageLinksNoDevelopmentPackageAndItsDevSaysSo builds the edge as
+// edge.Dockerfile does and checks, in the packages the build compiles
+// (go list -deps with the Dockerfile's tags) and in the modules the binary
+// records (go version -m), that no development package is in it; and that
+// the binary's -dev fails, saying why and what to run instead.
+func TestEdgeImageLinksNoDevelopmentPackageAndItsDevSaysSo(t *testing.T) {
+	tags := dockerfileTags(t, "edge.Dockerfile")
+	list := exec.Command(goTool(), "list", "-deps", "-tags", tags, "github.com/orgedge/edge/cmd/edge")
+	list.Env = append(os.Environ(), "CGO_ENABLED=0")
+	deps, err := list.Output()
+	if err != nil {
+		t.Fatalf("go list -deps -tags %q ./cmd/edge: %v", tags, err)
+	}
+	bin := buildWithLdflags(t, "cmd/edge", "edge.Dockerfile", dockerfileLdflags(t, "edge.Dockerfile", "v0.0.0-test"))
+	modules, err := exec.Command(goTool(), "version", "-m", bin).Output()
+	if err != nil {
+		t.Fatalf("go version -m: %v", err)
+	}
+	for _, dev := range developmentOnly {
+		for _, p := range strings.Fields(string(deps)) {
+			if p == dev || strings.HasPrefix(p, dev+"/") {
+				t.Errorf("the image's edge (go build -tags %q) compiles %s, a development package", tags, p)
+			}
+		}
+		for _, line := range strings.Split(string(modules), "\n") {
+			if f := strings.Fields(line); len(f) >= 2 && f[0] == "dep" && (f[1] == dev || strings.HasPrefix(f[1], dev+"/")) {
+				t.Errorf("the image's edge binary links the module %s (go version -m)", f[1])
+			}
+		}
+	}
+
+	if t.Failed() {
+		// A binary with the development mode would start it on its fixed
+		// ports (8080, 9090, ...), in the way of whatever runs there.
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dev := exec.CommandContext(ctx, bin, "-dev")
+	dev.Env = []string{"OTEL_SDK_DISABLED=true"}
+	out, err := dev.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() == 0 {
+		t.Fatalf("the image's edge -dev: %v, want a non-zero exit; output:\n%s", err, out)
+	}
+	if want := "built without the development mode"; !strings.Contains(string(out), want) || !strings.Contains(string(out), "go run ./cmd/edge -dev") {
+		t.Errorf("the image's edge -dev says %q; want it to say it is %s and to name go run ./cmd/edge -dev", out, want)
 	}
 }

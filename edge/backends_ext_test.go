@@ -26,7 +26,7 @@ func TestUpstreamDownBackendsShareSpreadsEvenly(t *testing.T) {
 	org := testkit.NewClients(e.URL, testkit.HTTPJSON, testkit.Token(t, iss.URL(), "enterprise-down")).Org
 	for _, workers := range []int{1, 8} {
 		before := []int64{first.calls.Load(), last.calls.Load()}
-		if errs := callMany(ctxT(t), org, 300, workers); len(errs) > 0 {
+		if errs := callMany(t.Context(), org, 300, workers); len(errs) > 0 {
 			t.Fatalf("%d workers: %d calls failed, first: %v", workers, len(errs), errs[0])
 		}
 		t.Logf("%d workers: %d and %d calls", workers, first.calls.Load()-before[0], last.calls.Load()-before[1])
@@ -50,7 +50,7 @@ func TestUpstreamCallersDeadlinesEjectNoBackend(t *testing.T) {
 	for i, b := range bes {
 		before[i] = b.calls.Load()
 	}
-	if errs := callMany(ctxT(t), testkit.NewClients(e.URL, testkit.HTTPJSON, token).Org, 300, 4); len(errs) > 0 {
+	if errs := callMany(t.Context(), testkit.NewClients(e.URL, testkit.HTTPJSON, token).Org, 300, 4); len(errs) > 0 {
 		t.Fatalf("%d calls failed, first: %v", len(errs), errs[0])
 	}
 	counts := make([]int64, len(bes))

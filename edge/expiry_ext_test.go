@@ -55,7 +55,25 @@ func TestOpenWatchStreamEndsUnauthenticatedWhenItsTokenExpires(t *testing.T) {
 	ecfg.OIDC.ClockSkew = skew
 	e := testkit.StartEdge(t, ecfg)
 	const who = "pro-longstream"
-	id := environmentToWatch(t, testkit.NewClients(e.URL, testkit.ConnectProto, testkit.Token(t, iss.URL(), who)))
+	// The environment to watch, each call with a fresh token: on a busy
+	// machine three calls can outlast one 2-second token.
+	fresh := func() testkit.Clients {
+		return testkit.NewClients(e.URL, testkit.ConnectProto, testkit.Token(t, iss.URL(), who))
+	}
+	ctx := ctxT(t)
+	org, err := fresh().Org.CreateOrganization(ctx, req(&svcv1.CreateOrganizationRequest{Name: "expiry", BillingEmail: "a@b.example"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	prj, err := fresh().Org.CreateProject(ctx, req(&svcv1.CreateProjectRequest{OrganizationId: org.Msg.Id, Name: "p"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := fresh().Env.CreateEnvironment(ctx, req(&svcv1.CreateEnvironmentRequest{Name: "e", BlueprintId: "go-api", ProjectId: prj.Msg.Id}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := env.Msg.Environment.Id
 
 	for _, p := range testkit.Protocols {
 		if !p.Streams() {

@@ -1,3 +1,10 @@
+//go:build !nodev
+
+// The development mode (-dev) runs the backend, an issuer and an embedded
+// Redis beside the edge. A build with the tag nodev (the production image,
+// deploy/edge.Dockerfile) leaves this file out, and with it the backend,
+// SQLite, pgx, the development issuer and miniredis: see nodev.go.
+
 package main
 
 import (

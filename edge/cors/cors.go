@@ -1,6 +1,7 @@
 // Package cors lets pages on other origins call the API from a browser. It
-// is the edge's first step: it answers CORS preflights (OPTIONS with Origin
-// and Access-Control-Request-Method) itself, before authentication, so that
+// wraps the chain (only conns' connection bounds come before it): it
+// answers CORS preflights (OPTIONS with Origin and
+// Access-Control-Request-Method) itself, before authentication, so that
 // a preflight is never forwarded nor charged to any subject, and bounds them
 // per client address; it adds Access-Control-Allow-Origin and
 // Access-Control-Expose-Headers to every other answer to an allowed origin,

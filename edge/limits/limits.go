@@ -152,7 +152,7 @@ type Admission struct {
 	obs      Observer
 }
 
-// done ends what the Admission holds: the stream lease, and a reservation
+// Done ends what the Admission holds: the stream lease, and a reservation
 // that no successful answer confirmed.
 func (a *Admission) Done(ctx context.Context) {
 	if a.lease != nil {
@@ -170,7 +170,7 @@ func (a *Admission) Done(ctx context.Context) {
 	}
 }
 
-// admit applies every limit of the call under pol. It writes the rate
+// Admit applies every limit of the call under pol. It writes the rate
 // limit headers; when the call is refused it returns nil and the refusal to
 // answer. The caller ends the admission with Done when the call ends. ctx carries the edge.limits span, which gets the decision.
 //
@@ -192,7 +192,7 @@ func (l *Step) Admit(ctx context.Context, w http.ResponseWriter, c classify.Call
 // completed call (AdmitReplay).
 func (a *Admission) Replayed() bool { return a.replay }
 
-// admitReplay admits a call whose answer the idempotency step holds
+// AdmitReplay admits a call whose answer the idempotency step holds
 // already (a retry of a completed call): only the plan's rate and daily cap
 // count it; the operation's rate and its quotas do not apply, since the
 // operation does not run again.
@@ -373,7 +373,7 @@ func (l *Step) outage(ctx context.Context, what string, err error) *connect.Erro
 	return nil
 }
 
-// answered sees the backend's answer to a call whose quota depends on it:
+// Answered sees the backend's answer to a call whose quota depends on it:
 // it confirms a reservation with the new environment's id, or releases a
 // deleted environment's quota. body is the whole answer, or readErr why it
 // could not be read.
@@ -461,7 +461,7 @@ func (l *Step) unreadable(ctx context.Context, c classify.Call, err error) {
 		"procedure", c.Procedure, "protocol", c.Protocol, "err", err)
 }
 
-// ended releases, at once, the environments that a forced DeleteProject or
+// Ended releases, at once, the environments that a forced DeleteProject or
 // DeleteOrganization ended, as the backend listed them (backendapi.EndedHeader). When
 // the list was cut short (backendapi.EndedMoreHeader), a reconciliation pass runs now.
 func (l *Step) Ended(ctx context.Context, ids []string, more bool) {
@@ -482,14 +482,14 @@ func (l *Step) Ended(ctx context.Context, ids []string, more bool) {
 	}
 }
 
-// watchesAnswer reports whether the edge must read the backend's answer.
+// WatchesAnswer reports whether the edge must read the backend's answer.
 func (a *Admission) WatchesAnswer() bool { return a != nil && (a.reserved != nil || a.release) }
 
 // maxWatchedAnswer bounds an answer the edge reads for quotas (before
 // decompression; wire bounds it after).
 const maxWatchedAnswer = 1 << 20
 
-// endedEnvironments reads the backend's list of the environments a call
+// EndedEnvironments reads the backend's list of the environments a call
 // ended (backendapi.EndedHeader, EndedMoreHeader) and removes it from the answer: it is
 // for the edge alone. ok reports whether there was one.
 func EndedEnvironments(h http.Header) (ids []string, more, ok bool) {
@@ -512,7 +512,7 @@ func EndedEnvironments(h http.Header) (ids []string, more, ok bool) {
 // maxEndedEnvironments bounds the ids the edge takes from one answer.
 const maxEndedEnvironments = 1000
 
-// readAnswer reads a whole answer and puts it back for the client.
+// ReadAnswer reads a whole answer and puts it back for the client.
 func ReadAnswer(res *http.Response) ([]byte, error) {
 	body, err := io.ReadAll(io.LimitReader(res.Body, maxWatchedAnswer+1))
 	if err != nil {

@@ -85,7 +85,7 @@ func (b *Body) Pause() {
 	}
 }
 
-// Resume: see Pause.
+// Resume starts the clock Pause stopped, with the whole timeout from now.
 func (b *Body) Resume() {
 	if b != nil {
 		b.timed.Resume()

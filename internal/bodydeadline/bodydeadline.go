@@ -19,8 +19,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/orgedge/edge/edge/wire"
 )
 
 // ErrTimeout is what a read returns once the deadline has passed (it wraps
@@ -41,7 +39,7 @@ type Body struct {
 	read  int64
 	over  bool // the deadline is cleared for good
 
-	env wire.Frames // a stream's envelopes
+	env envelopes // a stream's messages
 
 	// mu orders the deadline's changes with End: the body may be read
 	// (by a proxy's transport) after the handler returned, when the
@@ -161,7 +159,7 @@ func (b *Body) Pause() {
 	}
 }
 
-// Resume: see Pause.
+// Resume sets the deadline Pause cleared, from now.
 func (b *Body) Resume() {
 	if b != nil && !b.over && b.read == 0 {
 		b.set()
@@ -178,14 +176,14 @@ func (b *Body) clear() {
 // frames follows the envelopes in p: a message's first byte sets the
 // deadline, its last clears it.
 func (b *Body) frames(p []byte) {
-	begun, partial := b.env.Started(), b.env.Partial()
-	b.env.Feed(p)
+	begun, partial := b.env.started, b.env.partial()
+	b.env.feed(p)
 	switch {
-	case !b.env.Partial():
-		if partial || b.env.Started() != begun {
+	case !b.env.partial():
+		if partial || b.env.started != begun {
 			b.unset()
 		}
-	case b.env.Started() != begun:
+	case b.env.started != begun:
 		b.set() // a new message began in p
 	}
 }
