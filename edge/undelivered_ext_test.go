@@ -12,6 +12,7 @@ import (
 	"connectrpc.com/connect"
 
 	svcv1 "github.com/orgedge/edge/gen/svc/v1"
+	"github.com/orgedge/edge/gen/svc/v1/svcv1connect"
 	"github.com/orgedge/edge/internal/testkit"
 	"github.com/orgedge/edge/orgsvc"
 )
@@ -38,6 +39,11 @@ func TestCallsNoBackendReceivedAreNotCountedInTheDailyUsage(t *testing.T) {
 		_, err := c.Org.ListOrganizations(ctxT(t), req(&svcv1.ListOrganizationsRequest{}))
 		wantError(t, err, connect.CodeUnavailable, "UPSTREAM_UNAVAILABLE", "edge")
 	}
+	// And as curl sees it: the specification's JSON error, refunded too.
+	a := curl(t, "-X", "POST", "-H", "Authorization: Bearer "+tok, "-H", "Content-Type: application/json", "-d", "{}",
+		e.URL+svcv1connect.OrganizationServiceListOrganizationsProcedure)
+	wantSpecError(t, "curl during the outage", a, http.StatusServiceUnavailable, "unavailable", "UPSTREAM_UNAVAILABLE", "edge")
+	undelivered := len(testkit.Protocols) + 1
 	fp.Heal()
 	c := testkit.NewClients(e.URL, testkit.GRPC, tok)
 	for range 2 {
@@ -51,14 +57,14 @@ func TestCallsNoBackendReceivedAreNotCountedInTheDailyUsage(t *testing.T) {
 	}
 	// Two calls the backend answered, and GetUsage.
 	if got := u.Msg.ApiUsage.RequestsToday; got != 3 {
-		t.Fatalf("%d requests counted today, want 3: the %d calls no backend received count for nothing", got, len(testkit.Protocols))
+		t.Fatalf("%d requests counted today, want 3: the %d calls no backend received count for nothing", got, undelivered)
 	}
 	if got := u.Msg.ApiUsage.RequestsThisMonth; got != 3 {
 		t.Fatalf("%d requests counted this month, want 3", got)
 	}
 	m := testkit.Scrape(t, e.AdminURL+"/metrics")
-	if n := m.Sum("edge_usage_refunds_total", "outcome", "refunded"); n != float64(len(testkit.Protocols)) {
-		t.Fatalf("edge_usage_refunds_total{outcome=refunded} %v, want %d", n, len(testkit.Protocols))
+	if n := m.Sum("edge_usage_refunds_total", "outcome", "refunded"); n != float64(undelivered) {
+		t.Fatalf("edge_usage_refunds_total{outcome=refunded} %v, want %d", n, undelivered)
 	}
 	if n := m.Sum("edge_usage_refunds_total", "outcome", "failed"); n != 0 {
 		t.Fatalf("edge_usage_refunds_total{outcome=failed} %v, want 0", n)
