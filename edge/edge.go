@@ -18,7 +18,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -469,13 +468,11 @@ func (s *Server) authenticate(r *http.Request, c classify.Call, pol *limits.Live
 		return nil, nil, refusal
 	}
 	rule := pol.Table.Rule(c.Procedure)
-	if !rule.Allows(p) {
+	if refusal := rule.Refusal(p, c.Procedure); refusal != nil {
 		if span.IsRecording() {
-			span.SetAttributes(observe.AttrAuthOutcome.String("permission_denied"), observe.AttrAuthReason.String("MISSING_ROLE"))
+			span.SetAttributes(observe.AttrAuthOutcome.String("permission_denied"), observe.AttrAuthReason.String(policy.ReasonMissingRole))
 		}
-		return p, rule, apierror.New(connect.CodePermissionDenied, "MISSING_ROLE",
-			fmt.Sprintf("%s needs one of the roles %s", c.Procedure, strings.Join(rule.ServiceAccountRoles, ", ")),
-			apierror.WithMetadata("required_roles", strings.Join(rule.ServiceAccountRoles, ",")))
+		return p, rule, refusal
 	}
 	if span.IsRecording() {
 		span.SetAttributes(observe.AttrAuthOutcome.String("ok"))

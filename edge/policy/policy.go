@@ -7,10 +7,15 @@
 package policy
 
 import (
+	"fmt"
 	"maps"
 	"slices"
+	"strings"
+
+	"connectrpc.com/connect"
 
 	"github.com/orgedge/edge/config"
+	"github.com/orgedge/edge/edge/apierror"
 	"github.com/orgedge/edge/identity"
 )
 
@@ -34,6 +39,22 @@ func (r *Rule) Allows(p *identity.Principal) bool {
 		return true
 	}
 	return slices.ContainsFunc(r.ServiceAccountRoles, p.HasRole)
+}
+
+// ReasonMissingRole refuses a service account none of whose roles the
+// procedure's rule names.
+const ReasonMissingRole = "MISSING_ROLE"
+
+// Refusal is the refusal of p's call of procedure under r (permission
+// denied, ReasonMissingRole, naming the roles that would do), or nil when
+// r allows p.
+func (r *Rule) Refusal(p *identity.Principal, procedure string) *connect.Error {
+	if r.Allows(p) {
+		return nil
+	}
+	return apierror.New(connect.CodePermissionDenied, ReasonMissingRole,
+		fmt.Sprintf("%s needs one of the roles %s", procedure, strings.Join(r.ServiceAccountRoles, ", ")),
+		apierror.WithMetadata("required_roles", strings.Join(r.ServiceAccountRoles, ",")))
 }
 
 // Table maps procedures to rules.
