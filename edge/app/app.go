@@ -109,11 +109,13 @@ func New(cfg *config.Config, log *slog.Logger, version string, opts ...Option) (
 		clientAddr.TrustedProxies = append(clientAddr.TrustedProxies, pfx)
 	}
 	reg := prometheus.NewRegistry()
-	sharedAddrs := prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "edge_client_addresses_shared_total",
-		Help: "Client addresses from which tokens of listen.client_address.warn_subjects_per_address subjects came: usually a proxy in front that listen.client_address does not name.",
+	var holds *early.Holds // nil until built below: Held is safe on nil
+	listener := observe.NewListenerMetrics(reg, func() int { return holds.Held() }, func() uint64 {
+		if o.logs == nil {
+			return 0
+		}
+		return o.logs.Dropped()
 	})
-	reg.MustRegister(sharedAddrs)
 	auth := authn.New(verifier, authn.Options{
 		CacheSize:     cfg.OIDC.TokenCacheSize,
 		ClockSkew:     cfg.OIDC.ClockSkew,
@@ -122,22 +124,13 @@ func New(cfg *config.Config, log *slog.Logger, version string, opts ...Option) (
 		ClientAddress: clientAddr,
 		SharedAddress: authn.SharedAddress{Subjects: cfg.Listen.ClientAddress.WarnSubjectsPerAddress,
 			Found: func(addr netip.Addr, subjects int) {
-				sharedAddrs.Inc()
+				listener.SharedAddress()
 				log.Warn("tokens of many subjects come from one client address: if it is a proxy or load balancer, name it in listen.client_address (trusted_proxies, with proxy_protocol or header), or every bound kept per address is shared by all its clients (docs/operations.md, \"Behind a proxy or load balancer\")",
 					"client_address", addr.String(), "subjects", subjects)
 			}},
 	})
 
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "edge_log_lines_dropped_total",
-			Help: "Log lines dropped because stderr could not keep up (see log.buffer_bytes).",
-		}, func() float64 {
-			if o.logs == nil {
-				return 0
-			}
-			return float64(o.logs.Dropped())
-		}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	procs := classify.Procedures{}
 	for name, info := range config.Procedures() {
 		procs[name] = info.Streaming()
@@ -171,17 +164,8 @@ func New(cfg *config.Config, log *slog.Logger, version string, opts ...Option) (
 	if cfg.Upstream.AdminURL != "" {
 		a.reconciler = limits.NewReconciler(envs, cfg.Upstream.AdminURL, cfg.Limits.ReconcileInterval, log)
 	}
-	heldCalls := prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "edge_early_calls_held_total",
-		Help: "Calls held until the retry time a refusal of the same limit told their subject (Retry-After), after listen.max_early_calls early calls in a row.",
-	})
-	reg.MustRegister(heldCalls)
-	holds := early.New(early.Options{Max: cfg.Listen.MaxEarlyCalls, MaxHold: cfg.Listen.MaxEarlyCallHold,
-		MaxHeld: cfg.Listen.MaxHeldCallsPerSubject, OnHold: heldCalls.Inc})
-	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "edge_calls_held",
-		Help: "Calls held now until the retry time a refusal of the same limit told their subject (listen.max_early_calls).",
-	}, func() float64 { return float64(holds.Held()) }))
+	holds = early.New(early.Options{Max: cfg.Listen.MaxEarlyCalls, MaxHold: cfg.Listen.MaxEarlyCallHold,
+		MaxHeld: cfg.Listen.MaxHeldCallsPerSubject, OnHold: listener.Held})
 	a.holds = holds
 	refusals := topk.New()
 	step := limits.New(limits.NewLive(cfg), limits.Options{
@@ -245,22 +229,13 @@ func New(cfg *config.Config, log *slog.Logger, version string, opts ...Option) (
 	} else {
 		protocols.SetUnencryptedHTTP2(true) // h2c: gRPC without TLS
 	}
-	connsClosed := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "edge_connections_closed_total",
-		Help: "API connections the edge closed for a bound: per_address (refused at accept, listen.max_connections_per_address), resets (HTTP/2 GOAWAY, listen.max_resets_per_connection).",
-	}, []string{"reason"})
-	h2Errors := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "edge_http2_errors_total",
-		Help: "HTTP/2 protocol errors of API clients, by Go's name for them.",
-	}, []string{"type"})
-	reg.MustRegister(connsClosed, h2Errors)
 	exempt := cfg.Listen.ConnectionBoundExempt
 	if exempt == nil {
 		exempt = cfg.Listen.ClientAddress.TrustedProxies
 	}
 	a.connBounds = conns.Options{PerAddress: cfg.Listen.MaxConnectionsPerAddress,
 		ReadHeaderTimeout: cfg.Listen.ReadHeaderTimeout,
-		OnRefused:         connsClosed.WithLabelValues("per_address").Inc}
+		OnRefused:         listener.RefusedAtAccept}
 	if cfg.Listen.ClientAddress.ProxyProtocol {
 		a.connBounds.ProxyProtocol = clientAddr.TrustedProxies
 	}
@@ -271,7 +246,7 @@ func New(cfg *config.Config, log *slog.Logger, version string, opts ...Option) (
 		}
 		a.connBounds.Exempt = append(a.connBounds.Exempt, pfx)
 	}
-	resets := conns.Resets{Max: cfg.Listen.MaxResetsPerConnection, OnClose: connsClosed.WithLabelValues("resets").Inc}
+	resets := conns.Resets{Max: cfg.Listen.MaxResetsPerConnection, OnClose: listener.ClosedForResets}
 	var apiTLS *tls.Config
 	if cfg.Listen.TLS.CertFile != "" {
 		pair, err := certfile.Load(cfg.Listen.TLS.CertFile, cfg.Listen.TLS.KeyFile)
@@ -304,7 +279,7 @@ func New(cfg *config.Config, log *slog.Logger, version string, opts ...Option) (
 	// but net/http's HTTP2Config has no idle timeout of HTTP/2's own (Go
 	// 1.27's x/net still honors this one, wrapping net/http).
 	//lint:ignore SA1019 no HTTP/2-only idle timeout in net/http (see above)
-	h2 := &http2.Server{IdleTimeout: cfg.Listen.HTTP2IdleTimeout, CountError: func(t string) { h2Errors.WithLabelValues(t).Inc() }}
+	h2 := &http2.Server{IdleTimeout: cfg.Listen.HTTP2IdleTimeout, CountError: listener.HTTP2Error}
 	//lint:ignore SA1019 as above
 	if err := http2.ConfigureServer(a.api, h2); err != nil {
 		_ = a.redis.Close()
