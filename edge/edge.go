@@ -264,9 +264,11 @@ func (s *Server) serve(b *begun) *identity.Principal {
 		e.streamClosed = s.metrics.StreamOpened(b.c)
 	}
 	r, e.cancel = s.callContext(b, p, rule, admitted, body)
-	if h := s.builtins[b.c.Procedure]; h != nil {
-		h.ServeHTTP(w, r)
-		return p
+	if rule.Builtin { // the edge's own procedure: only its calls look it up
+		if h := s.builtins[b.c.Procedure]; h != nil {
+			h.ServeHTTP(w, r)
+			return p
+		}
 	}
 	if s.idem != nil && !b.c.Streaming {
 		s.idempotency(w, r, b.c, p.Subject, rule.Idempotent, admitted.Replayed())
