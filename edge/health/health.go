@@ -27,6 +27,7 @@ import (
 
 	"github.com/orgedge/edge/config"
 	"github.com/orgedge/edge/edge/admin"
+	"github.com/orgedge/edge/edge/authn"
 	"github.com/orgedge/edge/edge/call"
 )
 
@@ -88,7 +89,7 @@ func New(o Options) *Service {
 	}
 	read := connect.WithReadMaxBytes(int(min(o.MaxBytes, MaxMessageBytes)))
 	if o.ClientAddress == nil {
-		o.ClientAddress = peer
+		o.ClientAddress = authn.ClientAddress{}.Of // no proxy trusted: the socket peer
 	}
 	s := &Service{checker: c, clientAddr: o.ClientAddress, ending: make(chan struct{}), byAddr: map[netip.Addr]int{}}
 	_, s.check = grpchealth.NewHandler(c, read)
@@ -148,14 +149,4 @@ func (c *checker) current(ctx context.Context) grpchealth.Status {
 		c.ranAt = time.Now()
 	}
 	return c.status
-}
-
-// peer is a request's socket peer, the client address when no proxy is
-// trusted (zero when RemoteAddr is not an address).
-func peer(r *http.Request) netip.Addr {
-	ap, err := netip.ParseAddrPort(r.RemoteAddr)
-	if err != nil {
-		return netip.Addr{}
-	}
-	return ap.Addr().Unmap()
 }
