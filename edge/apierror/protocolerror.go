@@ -1,7 +1,6 @@
 package apierror
 
 import (
-	"encoding/json"
 	"strings"
 
 	"connectrpc.com/connect"
@@ -30,28 +29,11 @@ const (
 // ok is as [RewriteJSON]'s: false when body is not a Connect error body
 // (then out is body).
 func ShapeJSON(body []byte) (out []byte, ok bool) {
-	out, ok = RewriteJSON(body)
-	if !ok {
-		return out, false
+	out, e, ok := rewriteJSON(body)
+	if !ok || e.hasErrorInfo {
+		return out, ok
 	}
-	var wire struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-		Details []struct {
-			Type string `json:"type"`
-		} `json:"details"`
-	}
-	if json.Unmarshal(body, &wire) != nil {
-		return out, true // not reached: RewriteJSON decoded it
-	}
-	for _, d := range wire.Details {
-		if d.Type == errorInfoType {
-			return out, true
-		}
-	}
-	var code connect.Code
-	_ = code.UnmarshalText([]byte(wire.Code)) // RewriteJSON checked it
-	return marshalError(protocolError(code, wire.Message)), true
+	return marshalError(protocolError(e.code, e.message)), true
 }
 
 const errorInfoType = "google.rpc.ErrorInfo"

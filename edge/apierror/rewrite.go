@@ -36,20 +36,29 @@ const MaxRewriteSize = 64 << 10
 // it is body itself when there was nothing to reshape. RewriteJSON never
 // panics.
 func RewriteJSON(body []byte) (out []byte, ok bool) {
-	if len(body) > MaxRewriteSize || !isConnectError(body) {
-		return body, false
+	out, _, ok = rewriteJSON(body)
+	return out, ok
+}
+
+// rewriteJSON is RewriteJSON, with the error as it decoded it.
+func rewriteJSON(body []byte) (out []byte, e connectError, ok bool) {
+	if len(body) > MaxRewriteSize {
+		return body, e, false
+	}
+	if e, ok = decodeConnectError(body); !ok {
+		return body, e, false
 	}
 	top, ok := parseObject(body)
 	if !ok {
-		return body, false
+		return body, e, false
 	}
 	i := top.index("details")
 	if i < 0 {
-		return body, true
+		return body, e, true
 	}
 	var details []json.RawMessage
 	if err := json.Unmarshal(top[i].value, &details); err != nil {
-		return body, false
+		return body, e, false
 	}
 	reshaped := make([][]byte, len(details))
 	changed := false
@@ -60,15 +69,23 @@ func RewriteJSON(body []byte) (out []byte, ok bool) {
 		}
 	}
 	if !changed {
-		return body, true
+		return body, e, true
 	}
 	top[i].value = marshalArray(reshaped)
-	return top.marshal(), true
+	return top.marshal(), e, true
 }
 
-// isConnectError reports whether a Connect client decodes body as an error
-// with a valid code: it decodes as connect-go's client does.
-func isConnectError(body []byte) bool {
+// connectError is a Connect error body as connect-go's client decodes it.
+type connectError struct {
+	code         connect.Code
+	message      string
+	hasErrorInfo bool // a detail of type google.rpc.ErrorInfo
+}
+
+// decodeConnectError reports whether a Connect client decodes body as an
+// error with a valid code (it decodes as connect-go's client does), and
+// returns the error.
+func decodeConnectError(body []byte) (connectError, bool) {
 	var wire struct {
 		Code    string `json:"code"`
 		Message string `json:"message"`
@@ -77,22 +94,24 @@ func isConnectError(body []byte) bool {
 			Value string `json:"value"`
 		} `json:"details"`
 	}
+	var e connectError
 	if err := json.Unmarshal(body, &wire); err != nil {
-		return false
+		return e, false
 	}
-	var code connect.Code
-	if err := code.UnmarshalText([]byte(wire.Code)); err != nil {
-		return false
+	if err := e.code.UnmarshalText([]byte(wire.Code)); err != nil {
+		return e, false
 	}
+	e.message = wire.Message
 	for _, d := range wire.Details {
 		if d == nil {
-			return false
+			return e, false
 		}
 		if _, err := connect.DecodeBinaryHeader(d.Value); err != nil {
-			return false
+			return e, false
 		}
+		e.hasErrorInfo = e.hasErrorInfo || d.Type == errorInfoType
 	}
-	return true
+	return e, true
 }
 
 func rewriteDetail(raw []byte) (object, bool) {
