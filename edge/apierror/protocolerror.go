@@ -17,7 +17,7 @@ const (
 
 // ShapeJSON is the body a JSON caller gets for a Connect JSON error body
 // that connect-go wrote, the backend's or the edge's own handler's: the body
-// [RewriteJSON] reshapes, unless the error has no google.rpc.ErrorInfo. The
+// rewriteJSON reshapes (rewrite.go), unless the error has no google.rpc.ErrorInfo. The
 // services add one to every error they return; an error without one is
 // connect-go's own, from the protocol (a body that is not the request's
 // JSON, say), and its message names Go types ("unmarshal into
@@ -26,7 +26,7 @@ const (
 // reason INVALID_JSON for a body that does not decode, else the code's name
 // in upper snake case (INVALID_ARGUMENT).
 //
-// ok is as [RewriteJSON]'s: false when body is not a Connect error body
+// ok is as rewriteJSON's: false when body is not a Connect error body
 // (then out is body).
 func ShapeJSON(body []byte) (out []byte, ok bool) {
 	out, e, ok := rewriteJSON(body)

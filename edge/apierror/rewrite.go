@@ -13,12 +13,12 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 )
 
-// MaxRewriteSize is the largest body [RewriteJSON] reshapes. Error bodies
+// MaxRewriteSize is the largest body [ShapeJSON] reshapes. Error bodies
 // are small; a proxy need not read more than this (plus one byte, to know
 // it is larger) to decide.
 const MaxRewriteSize = 64 << 10
 
-// RewriteJSON reshapes a Connect JSON error body, as the backend writes it,
+// rewriteJSON reshapes a Connect JSON error body, as the backend writes it,
 // into the specification's shape: each detail whose type is in the protobuf
 // global registry (google.rpc error details always are) keeps its "type" and
 // "value" and gains "@type" and the message's fields, exactly as
@@ -33,14 +33,8 @@ const MaxRewriteSize = 64 << 10
 // [MaxRewriteSize]: a JSON object with a valid "code" that a Connect client
 // decodes. If ok is false, out is body, unchanged. If ok is true, out
 // decodes in a Connect client to the same code, message and details as body;
-// it is body itself when there was nothing to reshape. RewriteJSON never
-// panics.
-func RewriteJSON(body []byte) (out []byte, ok bool) {
-	out, _, ok = rewriteJSON(body)
-	return out, ok
-}
-
-// rewriteJSON is RewriteJSON, with the error as it decoded it.
+// it is body itself when there was nothing to reshape. e is the error as
+// it decoded (ShapeJSON reads it). rewriteJSON never panics.
 func rewriteJSON(body []byte) (out []byte, e connectError, ok bool) {
 	if len(body) > MaxRewriteSize {
 		return body, e, false
