@@ -200,12 +200,7 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request, b *begun) {
 func (s *Server) finish(b *begun, principal *identity.Principal) {
 	rec, r, c, span, start := b.rec, b.r, b.c, b.span, b.start
 	d := time.Since(start)
-	code := rec.Result(c)
-	if r.Context().Err() != nil && (rec.Status() == 0 || rec.WasCut() || observe.ServerFault(code)) {
-		// The client left before its answer was complete: not the
-		// service's failure, and not a success either.
-		code = "canceled"
-	}
+	code := rec.Result(c, r.Context().Err() != nil)
 	outcome := rec.Outcome(code)
 	if outcome == call.OutcomeForwarded {
 		s.metrics.Overhead(c, d-rec.Upstream())

@@ -11,7 +11,6 @@ import (
 	"github.com/orgedge/edge/edge/call"
 	"github.com/orgedge/edge/edge/classify"
 	"github.com/orgedge/edge/edge/limits"
-	"github.com/orgedge/edge/edge/result"
 	"github.com/orgedge/edge/identity"
 )
 
@@ -26,7 +25,8 @@ import (
 // it through for GetUsage alone) is HTTP/JSON. connect-go's handler wants
 // a JSON object and a Content-Type, so it is given both.
 func (s *Server) serveUsage(w *call.Recorder, r *http.Request, c classify.Call, p *identity.Principal, admitted *limits.Admission) {
-	r = r.WithContext(limits.WithUsageCaller(r.Context(), p, admitted, w.Refused))
+	w.AnswersItself()
+	r = r.WithContext(limits.WithUsageCaller(r.Context(), p, admitted, w.End))
 	if c.UnaryConnect && c.JSON && r.Method == http.MethodPost && r.ContentLength == 0 {
 		if r.Header.Get("Content-Type") == "" {
 			r.Header.Set("Content-Type", "application/json")
@@ -42,8 +42,6 @@ func (s *Server) serveUsage(w *call.Recorder, r *http.Request, c classify.Call, 
 	s.usage.ServeHTTP(a, r)
 	body := a.body.Bytes()
 	if a.status != 0 && a.status != http.StatusOK {
-		code, _ := result.Of(c, result.Answer{Status: a.status, Header: a.header, Body: body, Written: int64(len(body))})
-		w.SetCode(result.CodeName(code)) // the edge's own answer
 		if out, ok := apierror.ShapeJSON(body); ok {
 			body = out
 		}

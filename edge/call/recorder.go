@@ -26,7 +26,11 @@ const MaxErrorBody = 64 << 10
 type Recorder struct {
 	http.ResponseWriter
 	status int
-	code   string // set when the edge itself answered the call
+	// ended is the edge's own answer to the call, or how it ended a
+	// stream it had begun (End); own: the edge answers the call itself
+	// (AnswersItself), so an error in its answer is the edge's refusal.
+	ended *connect.Error
+	own   bool
 	// replayCode is the code a replayed answer was stored with (see
 	// SetReplayedCode); the HTTP status alone cannot tell e.g.
 	// failed_precondition from invalid_argument.
@@ -66,17 +70,21 @@ func NewRecorder(w http.ResponseWriter, c classify.Call) *Recorder {
 // Status is the HTTP status that went out (0: none yet).
 func (r *Recorder) Status() int { return r.status }
 
-// Refused records that the edge answered the call with err.
-func (r *Recorder) Refused(err *connect.Error) {
-	r.code = err.Code().String()
+// End records that the edge answered the call with err, or ended with err
+// a stream it had begun (at its token's expiry, or when its client stopped
+// reading). It records, and writes nothing: call.Refuse writes the edge's
+// refusals; a step that ends a stream writes the end in the stream's own
+// protocol. Result decides the call's code from it.
+func (r *Recorder) End(err *connect.Error) {
+	r.ended = err
 	if err.Code() == connect.CodeUnavailable {
 		r.reason = unavailableReasonOf(err)
 	}
 }
 
-// SetCode records the code of an answer the edge ended itself (a stream
-// cut at its token's expiry, a stalled stream, a client that left).
-func (r *Recorder) SetCode(code string) { r.code = code }
+// AnswersItself records that the edge answers the call itself, in place of
+// the backend (GetUsage): an error in its answer is the edge's refusal.
+func (r *Recorder) AnswersItself() { r.own = true }
 
 // SetUnavailableReason names the dependency behind an unavailable answer
 // that a step wrote itself.
@@ -122,7 +130,7 @@ func (r *Recorder) Outcome(code string) string {
 		return OutcomeReplayed
 	case r.answered.Load():
 		return OutcomeForwarded
-	case r.code == "" || noAnswer[code]:
+	case r.ended == nil && !r.own || noAnswer[code]:
 		return OutcomeError
 	}
 	return OutcomeRefused
@@ -202,12 +210,25 @@ func (r *Recorder) Flush() {
 
 func (r *Recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
-// Result is the call's outcome as a Connect/gRPC code name: the edge's
-// own answer, else the code of a replayed answer, else what result.Of
-// reads from the answer that went out.
-func (r *Recorder) Result(c classify.Call) string {
-	if r.code != "" {
-		return r.code
+// Result is the one place that decides the code a call is counted, traced
+// and logged under, as a Connect/gRPC code name. clientGone: the client
+// left before the call was over (its request's context ended).
+//
+// A client that left before its answer was complete gets canceled: not the
+// service's failure, and not a success either. Else the code is the edge's
+// own answer (End), else the code of a replayed answer, else what
+// result.Of reads from the answer that went out.
+func (r *Recorder) Result(c classify.Call, clientGone bool) string {
+	code := r.answerCode(c)
+	if clientGone && (r.status == 0 || r.WasCut() || ServerFault(code)) {
+		return "canceled"
+	}
+	return code
+}
+
+func (r *Recorder) answerCode(c classify.Call) string {
+	if r.ended != nil {
+		return r.ended.Code().String()
 	}
 	if r.replayCode != "" {
 		return r.replayCode
@@ -222,6 +243,17 @@ func (r *Recorder) Result(c classify.Call) string {
 		return result.CodeName(result.HTTPCode(r.status))
 	}
 	return "unknown" // cut short: no status reached the client
+}
+
+// ServerFault reports whether a code says the server failed, rather than
+// the caller: a call with such a code whose client left is canceled, and
+// its span gets the error status (OpenTelemetry's RPC server conventions).
+func ServerFault(code string) bool {
+	switch code {
+	case "unknown", "deadline_exceeded", "unimplemented", "internal", "unavailable", "data_loss":
+		return true
+	}
+	return false
 }
 
 // unavailableReasonOf names the dependency behind one of the edge's own
@@ -254,6 +286,6 @@ func Refuse(w http.ResponseWriter, r *http.Request, err *connect.Error) {
 	if !ok { // behind another step's writer, e.g. idempotency's capture
 		rec = Of(r).Rec
 	}
-	rec.Refused(err)
+	rec.End(err)
 	apierror.Write(w, r, err)
 }

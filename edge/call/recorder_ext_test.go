@@ -47,7 +47,7 @@ func chain(next http.Handler, results chan<- recorded) http.Handler {
 		}
 		rec := call.NewRecorder(w, c)
 		next.ServeHTTP(rec, r.WithContext(call.With(r.Context(), &call.State{Call: c, Rec: rec})))
-		code := rec.Result(c)
+		code := rec.Result(c, r.Context().Err() != nil)
 		results <- recorded{result: code, outcome: rec.Outcome(code), reason: rec.UnavailableReason(), status: rec.Status()}
 	})
 }
@@ -311,7 +311,7 @@ func TestAReplayIsRecordedWithTheStoredCode(t *testing.T) {
 	rec.SetReplayedCode("failed_precondition")
 	rec.WriteHeader(http.StatusBadRequest)
 	c := classify.Call{Protocol: classify.Connect, UnaryConnect: true}
-	if got := rec.Result(c); got != "failed_precondition" {
+	if got := rec.Result(c, false); got != "failed_precondition" {
 		t.Fatalf("Result %q, want the stored failed_precondition (400 alone would say invalid_argument)", got)
 	}
 	if got := rec.Outcome("failed_precondition"); got != call.OutcomeReplayed {
@@ -344,14 +344,14 @@ func TestAConnectErrorBodyTooLargeToKeepIsJudgedByItsStatus(t *testing.T) {
 	rec.Header().Set("Content-Type", "application/json")
 	rec.WriteHeader(http.StatusNotFound)
 	_, _ = rec.Write([]byte(`{"code":"not_found","message":"` + strings.Repeat("x", call.MaxErrorBody) + `"}`))
-	if got := rec.Result(c); got != "not_found" {
+	if got := rec.Result(c, false); got != "not_found" {
 		t.Fatalf("Result %q, want not_found from the 404 alone", got)
 	}
 	rec = call.NewRecorder(httptest.NewRecorder(), c)
 	rec.Header().Set("Content-Type", "application/json")
 	rec.WriteHeader(http.StatusBadRequest)
 	_, _ = rec.Write([]byte(`{"code":"failed_precondition","message":"kept"}`))
-	if got := rec.Result(c); got != "failed_precondition" {
+	if got := rec.Result(c, false); got != "failed_precondition" {
 		t.Fatalf("Result %q, want the body's failed_precondition", got)
 	}
 }
@@ -379,14 +379,17 @@ func TestTheDeadlineOriginSaysWhoseDeadlineRanOut(t *testing.T) {
 	}
 }
 
-func TestTheCodeAStepSetsWins(t *testing.T) {
-	c := classify.Call{Protocol: classify.GRPC}
+func TestTheEndAStepRecordsWinsOverWhatWentOut(t *testing.T) {
+	c := classify.Call{Protocol: classify.GRPC, Streaming: true}
 	rec := call.NewRecorder(httptest.NewRecorder(), c)
 	rec.Header().Set("Grpc-Status", "0")
 	rec.WriteHeader(http.StatusOK)
-	rec.SetCode("deadline_exceeded")
-	if got := rec.Result(c); got != "deadline_exceeded" {
-		t.Fatalf("Result %q, want the code the step set", got)
+	rec.End(connect.NewError(connect.CodeDeadlineExceeded, errors.New("the client stopped reading")))
+	if got := rec.Result(c, false); got != "deadline_exceeded" {
+		t.Fatalf("Result %q, want the code of the end the step recorded", got)
+	}
+	if got := rec.Outcome("deadline_exceeded"); got != call.OutcomeError {
+		t.Fatalf("Outcome %q, want %q: the edge could not serve the call", got, call.OutcomeError)
 	}
 	rec.SetUnavailableReason(call.UnavailableShutdown)
 	if got := rec.UnavailableReason(); got != call.UnavailableShutdown {
@@ -422,5 +425,34 @@ func TestRequestIDKeepsAWellFormedIDAndMakesOneOtherwise(t *testing.T) {
 	}
 	if got := call.Clip("short"); got != "short" {
 		t.Errorf("Clip(short) = %q", got)
+	}
+}
+
+func TestACallWhoseClientLeftIsCanceledUnlessItsAnswerWentOutWhole(t *testing.T) {
+	c := classify.Call{Protocol: classify.GRPC}
+	for _, tc := range []struct {
+		name   string
+		answer func(*call.Recorder)
+		want   string
+	}{
+		{"nothing written", func(*call.Recorder) {}, "canceled"},
+		{"the edge's refusal of a server fault", func(rec *call.Recorder) {
+			rec.End(connect.NewError(connect.CodeUnavailable, errors.New("down")))
+			rec.WriteHeader(http.StatusOK)
+		}, "canceled"},
+		{"a whole refusal of the caller", func(rec *call.Recorder) {
+			rec.End(connect.NewError(connect.CodePermissionDenied, errors.New("no role")))
+			rec.WriteHeader(http.StatusOK)
+		}, "permission_denied"},
+		{"a whole answer", func(rec *call.Recorder) {
+			rec.Header().Set("Grpc-Status", "0")
+			rec.WriteHeader(http.StatusOK)
+		}, "ok"},
+	} {
+		rec := call.NewRecorder(httptest.NewRecorder(), c)
+		tc.answer(rec)
+		if got := rec.Result(c, true); got != tc.want {
+			t.Errorf("%s, client gone: Result %q, want %q", tc.name, got, tc.want)
+		}
 	}
 }

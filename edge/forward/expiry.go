@@ -101,7 +101,7 @@ func (b *endingBody) end(p []byte, n int, err error) (int, error) {
 	if !ok {
 		return n, err
 	}
-	b.rec.Refused(e)
+	b.rec.End(e)
 	b.tail = tail
 	for k, vs := range trailer {
 		b.res.Trailer[k] = vs

@@ -145,8 +145,8 @@ func (s *Step) upstreamError(w http.ResponseWriter, r *http.Request, err error) 
 	case errors.Is(r.Context().Err(), context.DeadlineExceeded):
 		call.Refuse(w, r, apierror.New(connect.CodeDeadlineExceeded, "DEADLINE_EXCEEDED", "the backend did not answer in time"))
 	case errors.Is(r.Context().Err(), context.Canceled):
-		// The client left; nobody reads an answer. Counted as canceled.
-		f.Rec.SetCode("canceled")
+		// The client left; nobody reads an answer. Counted as canceled
+		// (call.Recorder.Result).
 	default:
 		s.log.WarnContext(r.Context(), "upstream unavailable", "procedure", f.Call.Procedure, "err", err)
 		if proxy.NotSent(err) {

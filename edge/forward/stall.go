@@ -2,9 +2,12 @@ package forward
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"net/http"
 	"time"
+
+	"connectrpc.com/connect"
 
 	"github.com/orgedge/edge/edge/call"
 )
@@ -53,6 +56,11 @@ func (s *stallWriter) FlushError() error {
 
 func (s *stallWriter) Flush() { _ = s.FlushError() }
 
+// errStalled is how the edge ends a stream whose client stopped reading:
+// its connection or stream is reset, so the client reads no error; the call
+// is counted and logged under its code.
+var errStalled = connect.NewError(connect.CodeDeadlineExceeded, errors.New("the client stopped reading the stream (requests.stream_write_timeout)"))
+
 // serveStream proxies a stream through a stallWriter. A stalled stream's
 // proxy aborts (http.ErrAbortHandler); the edge then counts and logs the
 // call as deadline_exceeded, and the connection or stream is already reset.
@@ -73,7 +81,7 @@ func (s *Step) serveStream(w *call.Recorder, r *http.Request) {
 			if v != http.ErrAbortHandler || !sw.stalled {
 				panic(v)
 			}
-			w.SetCode("deadline_exceeded")
+			w.End(errStalled)
 			s.log.InfoContext(r.Context(), "stream ended: its client stopped reading", "procedure", call.Of(r).Call.Procedure,
 				"stream_write_timeout", s.writeTimeout)
 		}

@@ -89,7 +89,7 @@ func streamEdge(t *testing.T, w watcher, expires time.Time) (*forward.Step, stri
 		}
 		rec := call.NewRecorder(rw, c)
 		step.ServeHTTP(rec, r.WithContext(call.With(r.Context(), &call.State{Call: c, Rec: rec, Expires: expires})))
-		results <- ended{rec.Result(c), rec.UnavailableReason()}
+		results <- ended{rec.Result(c, r.Context().Err() != nil), rec.UnavailableReason()}
 	}))
 	return step, front.URL, results
 }

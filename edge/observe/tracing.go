@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/orgedge/edge/edge/call"
 	"github.com/orgedge/edge/edge/classify"
 	"github.com/orgedge/edge/internal/telemetry"
 )
@@ -99,7 +100,7 @@ func EndServer(span trace.Span, c classify.Call, code string, status int) {
 		}
 		span.SetAttributes(attrGRPCStatus.Int(n))
 	}
-	if ServerFault(code) {
+	if call.ServerFault(code) {
 		span.SetStatus(codes.Error, code)
 	}
 }
@@ -156,7 +157,7 @@ func UpstreamAnswered(span trace.Span, res *http.Response, cut bool) {
 	}
 	if n, err := strconv.Atoi(status); err == nil {
 		span.SetAttributes(attrGRPCStatus.Int(n))
-		if name := codeName(n); ServerFault(name) {
+		if name := codeName(n); call.ServerFault(name) {
 			span.SetStatus(codes.Error, name)
 		}
 	}
@@ -177,15 +178,4 @@ func rpcSystem(p classify.Protocol) string {
 		return "connect_rpc"
 	}
 	return "unknown"
-}
-
-// ServerFault reports whether a code says the server failed, rather than
-// the caller: such spans get the error status (OpenTelemetry's RPC server
-// conventions).
-func ServerFault(code string) bool {
-	switch code {
-	case "unknown", "deadline_exceeded", "unimplemented", "internal", "unavailable", "data_loss":
-		return true
-	}
-	return false
 }
