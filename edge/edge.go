@@ -4,7 +4,7 @@
 // in the caller's own protocol, answering refusals in that protocol too.
 // The steps live in the packages beside this one (docs/architecture.md);
 // this package orders them, and observes each call as a whole: its result,
-// metrics, span and access line (upstream.go times the backend's part).
+// metrics, span and access line (edge/forward times the backend's part).
 //
 // It is not where the edge is built or started (edge/app), where a call's
 // state lives (edge/call), nor where what it counts is exported
@@ -133,7 +133,9 @@ func New(o Options) (*Server, error) {
 	})
 	s.forward = forward.New(forward.Options{
 		Upstream:           ups[0],
-		Transport:          &upstreamTransport{next: s.pool, tracing: s.tracing, metrics: o.Metrics},
+		Transport:          s.pool,
+		Tracing:            s.tracing,
+		Metrics:            o.Metrics,
 		Limits:             o.Limits,
 		Logger:             s.log,
 		StreamWriteTimeout: o.Config.Requests.StreamWriteTimeout,

@@ -7,9 +7,9 @@
 // whose client stopped reading, and the answer to a call the backend did
 // not answer.
 //
+// It also times and traces the backend's part of each call (upstream.go).
 // It is not the forwarding itself (edge/proxy: the pool, the legs, header
-// hygiene), nor the timing and tracing of the backend's part (the chain's
-// transport, edge/upstream.go).
+// hygiene).
 package forward
 
 import (
@@ -28,15 +28,20 @@ import (
 	"github.com/orgedge/edge/edge/apierror"
 	"github.com/orgedge/edge/edge/call"
 	"github.com/orgedge/edge/edge/limits"
+	"github.com/orgedge/edge/edge/observe"
 	"github.com/orgedge/edge/edge/proxy"
 )
 
 // Options are what the step is made of; every field is required.
 type Options struct {
 	Upstream  *url.URL          // http://host:port; the transport picks the backend
-	Transport http.RoundTripper // the pool, wrapped by the chain's timing and tracing
-	Limits    *limits.Step
-	Logger    *slog.Logger
+	Transport http.RoundTripper // the pool (edge/proxy)
+	// Tracing starts each call's edge.upstream span; Metrics (optional)
+	// counts the backend's time.
+	Tracing observe.Tracing
+	Metrics *observe.Metrics
+	Limits  *limits.Step
+	Logger  *slog.Logger
 	// StreamWriteTimeout bounds each write of a stream to its client
 	// (requests.stream_write_timeout).
 	StreamWriteTimeout time.Duration
@@ -63,7 +68,7 @@ func New(o Options) *Step {
 	s.draining, s.endStreams = context.WithCancel(context.Background())
 	s.proxy = proxy.New(proxy.Options{
 		Upstream:       o.Upstream,
-		Transport:      o.Transport,
+		Transport:      &upstreamTransport{next: o.Transport, tracing: o.Tracing, metrics: o.Metrics},
 		Stream:         func(r *http.Request) bool { return call.Of(r).Call.Streaming },
 		ModifyResponse: s.modifyResponse,
 		ErrorHandler:   s.upstreamError,

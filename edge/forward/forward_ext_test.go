@@ -15,6 +15,7 @@ import (
 	"github.com/orgedge/edge/edge/call"
 	"github.com/orgedge/edge/edge/classify"
 	"github.com/orgedge/edge/edge/forward"
+	"github.com/orgedge/edge/edge/observe"
 )
 
 // The step alone, with a fake backend in place of the pool: what a Connect
@@ -32,7 +33,7 @@ var getOrg = classify.Call{Protocol: classify.Connect, Procedure: "/svc.v1.Organ
 func forwardOnce(t *testing.T, ctx context.Context, backend backendFunc) (*httptest.ResponseRecorder, string) {
 	t.Helper()
 	up, _ := url.Parse("http://backend.invalid")
-	step := forward.New(forward.Options{Upstream: up, Transport: backend,
+	step := forward.New(forward.Options{Upstream: up, Transport: backend, Tracing: observe.NewTracing(nil),
 		Logger: slog.New(slog.DiscardHandler), StreamWriteTimeout: time.Second})
 	client := httptest.NewRecorder()
 	rec := call.NewRecorder(client, getOrg)

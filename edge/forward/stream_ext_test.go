@@ -17,6 +17,7 @@ import (
 	"github.com/orgedge/edge/edge/call"
 	"github.com/orgedge/edge/edge/classify"
 	"github.com/orgedge/edge/edge/forward"
+	"github.com/orgedge/edge/edge/observe"
 	svcv1 "github.com/orgedge/edge/gen/svc/v1"
 	"github.com/orgedge/edge/gen/svc/v1/svcv1connect"
 	"github.com/orgedge/edge/identity"
@@ -74,7 +75,7 @@ func streamEdge(t *testing.T, w watcher, expires time.Time) (*forward.Step, stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	step := forward.New(forward.Options{Upstream: up, Transport: h2cClient(t).Transport,
+	step := forward.New(forward.Options{Upstream: up, Transport: h2cClient(t).Transport, Tracing: observe.NewTracing(nil),
 		Logger: slog.New(slog.DiscardHandler), StreamWriteTimeout: 10 * time.Second})
 	procs := classify.Procedures{}
 	for name, info := range config.Procedures() {
