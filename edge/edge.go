@@ -488,12 +488,16 @@ func (s *Server) idempotency(w *call.Recorder, r *http.Request, c classify.Call,
 		next = replayGone{}
 	}
 	if len(r.Header.Values(idempotency.HeaderKey)) == 0 {
-		s.metrics.Idempotency(s.idem.Serve(w, r, c, subject, eligible, next))
+		outcome, _ := s.idem.Serve(w, r, c, subject, eligible, next) // no key: no refusal
+		s.metrics.Idempotency(outcome)
 		return
 	}
 	ctx, span := s.tracing.Start(r.Context(), observe.SpanIdempotency)
 	defer span.End()
-	outcome := s.idem.Serve(w, r.WithContext(ctx), c, subject, eligible, next)
+	outcome, refusal := s.idem.Serve(w, r.WithContext(ctx), c, subject, eligible, next)
+	if refusal != nil {
+		call.Refuse(w, r, refusal)
+	}
 	s.metrics.Idempotency(outcome)
 	if outcome == idempotency.Unavailable {
 		w.SetUnavailableReason(call.UnavailableIdempotency)

@@ -172,3 +172,31 @@ func TestAbandonedCallIsCanceledAndUnavailableNamesTheDependency(t *testing.T) {
 		t.Errorf("outcome error = %v, want 1", got)
 	}
 }
+
+func TestAnIdempotencyRefusalIsCountedAsRefusedWithItsCode(t *testing.T) {
+	t.Parallel()
+	s, token := startStack(t, orgsvc.Config{}, nil)
+	tok := token("free-reuse-hal")
+	key := http.Header{"Idempotency-Key": {"reused-for-another-org"}}
+	res, body := jsonCallWith(t, testkit.HTTP1Client, key, s.edge.URL, tok, "/svc.v1.OrganizationService/CreateOrganization",
+		`{"name":"reuse-hal","billing_email":"hal@example.com"}`)
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("first call: %d %v", res.StatusCode, body)
+	}
+	res, body = jsonCallWith(t, testkit.HTTP1Client, key, s.edge.URL, tok, "/svc.v1.OrganizationService/CreateOrganization",
+		`{"name":"reuse-hal-2","billing_email":"hal@example.com"}`)
+	if res.StatusCode != http.StatusBadRequest || body["code"] != "invalid_argument" {
+		t.Fatalf("the key reused for another request: %d %v, want 400 invalid_argument", res.StatusCode, body)
+	}
+	m := testkit.ScrapeUntil(t, s.edge.AdminURL+"/metrics", "both calls recorded", func(m testkit.Samples) bool {
+		return m.Sum("edge_requests_total", "method", "CreateOrganization") == 2
+	})
+	if got := m.Sum("edge_requests_total", "method", "CreateOrganization", "code", "invalid_argument"); got != 1 {
+		t.Errorf("CreateOrganization invalid_argument = %v, want 1", got)
+	}
+	for outcome, want := range map[string]float64{"forwarded": 1, "refused": 1, "error": 0} {
+		if got := m.Sum("edge_request_duration_seconds_count", "method", "CreateOrganization", "outcome", outcome); got != want {
+			t.Errorf("CreateOrganization outcome %s = %v, want %v: the edge refused the reused key", outcome, got, want)
+		}
+	}
+}

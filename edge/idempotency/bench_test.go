@@ -27,7 +27,8 @@ func BenchmarkReplay(b *testing.B) {
 		r.Header.Set("Content-Type", "application/json")
 		r.Header.Set(idempotency.HeaderKey, "bench-key")
 		w := httptest.NewRecorder()
-		return step.Serve(w, r, call, "bench-subject", true, backend), w
+		o, _ := step.Serve(w, r, call, "bench-subject", true, backend)
+		return o, w
 	}
 	if o, _ := send(); o != idempotency.First {
 		b.Fatalf("first call: %s", o)

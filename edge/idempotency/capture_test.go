@@ -230,8 +230,8 @@ func TestServeLeavesCallsItDoesNotApplyTo(t *testing.T) {
 			}
 			ran := false
 			next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { ran = true })
-			if out := s.Serve(httptest.NewRecorder(), r, tt.call, "sub", tt.eligible, next); out != "" || !ran {
-				t.Fatalf("outcome %q, next ran %v; want \"\" and true", out, ran)
+			if out, refusal := s.Serve(httptest.NewRecorder(), r, tt.call, "sub", tt.eligible, next); out != "" || refusal != nil || !ran {
+				t.Fatalf("outcome %q, refusal %v, next ran %v; want \"\", none and true", out, refusal, ran)
 			}
 		})
 	}
@@ -242,19 +242,21 @@ func TestServeRefusesBadKeysAndBodiesBeforeRedis(t *testing.T) {
 	next := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { t.Fatal("forwarded") })
 	for _, tt := range []struct {
 		key, body string
-		status    int
+		code      connect.Code
 		out       Outcome
 	}{
-		{"bad\x01key", "{}", http.StatusBadRequest, Invalid},
-		{"good", `{"name":"too long"}`, http.StatusTooManyRequests, NotStored},
+		{"bad\x01key", "{}", connect.CodeInvalidArgument, Invalid},
+		{"good", `{"name":"too long"}`, connect.CodeResourceExhausted, NotStored},
 	} {
 		r := httptest.NewRequest(http.MethodPost, connectCall.Procedure, strings.NewReader(tt.body))
 		r.ContentLength = -1 // as a chunked request
 		r.Header.Set("Content-Type", "application/json")
 		r.Header.Set(HeaderKey, tt.key)
 		rec := httptest.NewRecorder()
-		if out := s.Serve(rec, r, connectCall, "sub", true, next); out != tt.out || rec.Code != tt.status {
-			t.Errorf("key %q body %q: outcome %q, HTTP %d; want %q, %d", tt.key, tt.body, out, rec.Code, tt.out, tt.status)
+		out, refusal := s.Serve(rec, r, connectCall, "sub", true, next)
+		if out != tt.out || refusal == nil || refusal.Code() != tt.code || rec.Code != http.StatusOK || rec.Body.Len() != 0 {
+			t.Errorf("key %q body %q: outcome %q, refusal %v, written HTTP %d %q; want %q, a refusal %v for the chain to write, nothing written",
+				tt.key, tt.body, out, refusal, rec.Code, rec.Body, tt.out, tt.code)
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/orgedge/edge/edge/apierror"
 	"github.com/orgedge/edge/edge/classify"
 	"github.com/orgedge/edge/edge/idempotency"
 )
@@ -42,7 +43,10 @@ func ExampleStep_Serve() {
 		}
 		subject := "user-1" // from authentication
 		eligible := true    // the operation table's idempotent column
-		out := step.Serve(w, r, call, subject, eligible, proxy)
+		out, refusal := step.Serve(w, r, call, subject, eligible, proxy)
+		if refusal != nil {
+			apierror.Write(w, r, refusal) // the chain writes refusals (call.Refuse)
+		}
 		fmt.Println("outcome:", out) // metrics
 	})
 

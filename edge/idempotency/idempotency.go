@@ -293,40 +293,39 @@ func or[T int | int64 | time.Duration](v, def T) T {
 // to the backend. c is the call's classification, subject the caller's, and
 // eligible whether the operation table honors the header on c's procedure.
 // Without the header, or when it does not apply, Serve just calls next and
-// returns "". It writes every answer to w in the caller's protocol, and
-// must be called before anything is written to w.
+// returns "". It writes the answers it gives in place of the backend (a
+// replay) to w, and returns its refusals for the chain to write (call.Refuse)
+// with the call's result; it must be called before anything is written to
+// w.
 //
 // When it forwards a call with a key, next gets r with its body read into
 // memory (up to MaxRequestBytes, r.ContentLength set) and without the
 // headers by which a client accepts a compressed answer.
-func (s *Step) Serve(w http.ResponseWriter, r *http.Request, c classify.Call, subject string, eligible bool, next http.Handler) Outcome {
+func (s *Step) Serve(w http.ResponseWriter, r *http.Request, c classify.Call, subject string, eligible bool, next http.Handler) (Outcome, *connect.Error) {
 	values := r.Header.Values(HeaderKey)
 	if len(values) == 0 || !eligible || c.Streaming {
 		next.ServeHTTP(w, r)
-		return ""
+		return "", nil
 	}
 	key, ok := parseKey(values)
 	if !ok {
-		apierror.Write(w, r, apierror.New(connect.CodeInvalidArgument, ReasonInvalid,
-			fmt.Sprintf("%s must be one value of 1-%d printable ASCII characters, bare or as a quoted string", HeaderKey, maxKeyLen)))
-		return Invalid
+		return Invalid, apierror.New(connect.CodeInvalidArgument, ReasonInvalid,
+			fmt.Sprintf("%s must be one value of 1-%d printable ASCII characters, bare or as a quoted string", HeaderKey, maxKeyLen))
 	}
 	if r.ContentLength > s.maxRequest {
-		apierror.Write(w, r, s.requestTooLarge())
-		return NotStored
+		return NotStored, s.requestTooLarge()
 	}
 	body, err := readBody(r, s.maxRequest)
 	switch {
 	case errors.Is(err, errTooLarge):
-		apierror.Write(w, r, s.requestTooLarge())
-		return NotStored
+		return NotStored, s.requestTooLarge()
 	case err != nil:
 		// The chain's own bound, or the client gone. The backend will never
 		// see a whole request, so nothing runs: let the chain answer the
 		// error as it would without this step.
 		r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), errReader{err}))
 		next.ServeHTTP(w, r)
-		return NotStored
+		return NotStored, nil
 	}
 
 	ct := contentType(r)
@@ -335,47 +334,41 @@ func (s *Step) Serve(w http.ResponseWriter, r *http.Request, c classify.Call, su
 	v, err := s.store.reserve(r.Context(), entry, token, fingerprint(c.Procedure, ct, r.URL.RawQuery, body), ct, s.lease)
 	if err != nil {
 		if r.Context().Err() != nil {
-			return NotStored // the client left; nobody reads an answer
+			return NotStored, nil // the client left; nobody reads an answer
 		}
 		s.redisFailed("reserve", err)
-		if s.failOpen {
-			next.ServeHTTP(w, r)
-		} else {
-			apierror.Write(w, r, apierror.New(connect.CodeUnavailable, ReasonUnavailable,
-				"the edge cannot honor "+HeaderKey+" right now; retry the call with the same key later", apierror.WithRetryAfter(time.Second)))
+		if !s.failOpen {
+			return Unavailable, apierror.New(connect.CodeUnavailable, ReasonUnavailable,
+				"the edge cannot honor "+HeaderKey+" right now; retry the call with the same key later", apierror.WithRetryAfter(time.Second))
 		}
-		return Unavailable
+		next.ServeHTTP(w, r)
+		return Unavailable, nil
 	}
 	switch v.kind {
 	case reserved:
-		return s.forward(w, r, c, entry, token, next)
+		return s.forward(w, r, c, entry, token, next), nil
 	case full:
 		wait := max(time.Until(v.free).Round(time.Second), time.Second)
-		apierror.Write(w, r, apierror.New(connect.CodeResourceExhausted, ReasonKeysExhausted,
+		return KeysExhausted, apierror.New(connect.CodeResourceExhausted, ReasonKeysExhausted,
 			fmt.Sprintf("this caller holds the most %s keys the edge keeps at once (%d, each for %v); retry when the oldest expires, or send the call without a key",
-				HeaderKey, s.store.most, s.ttl), apierror.WithRetryAfter(wait), apierror.WithMetadata("limit", strconv.Itoa(s.store.most))))
-		return KeysExhausted
+				HeaderKey, s.store.most, s.ttl), apierror.WithRetryAfter(wait), apierror.WithMetadata("limit", strconv.Itoa(s.store.most)))
 	case inUse:
-		apierror.Write(w, r, apierror.New(connect.CodeAborted, ReasonInUse,
-			"a request with this "+HeaderKey+" is still in progress; retry later to get its outcome", apierror.WithRetryAfter(time.Second)))
-		return InUse
+		return InUse, apierror.New(connect.CodeAborted, ReasonInUse,
+			"a request with this "+HeaderKey+" is still in progress; retry later to get its outcome", apierror.WithRetryAfter(time.Second))
 	case otherContentType:
-		apierror.Write(w, r, apierror.New(connect.CodeInvalidArgument, ReasonReused,
+		return Reused, apierror.New(connect.CodeInvalidArgument, ReasonReused,
 			fmt.Sprintf("this %s was first used with content type %s; repeat the request the same way, or use a new key", HeaderKey, v.ct),
-			apierror.WithMetadata("first_content_type", v.ct)))
-		return Reused
+			apierror.WithMetadata("first_content_type", v.ct))
 	case reused:
-		apierror.Write(w, r, apierror.New(connect.CodeInvalidArgument, ReasonReused,
-			"this "+HeaderKey+" was already used for a different request; use a new key for a new request"))
-		return Reused
+		return Reused, apierror.New(connect.CodeInvalidArgument, ReasonReused,
+			"this "+HeaderKey+" was already used for a different request; use a new key for a new request")
 	case tooLarge:
-		apierror.Write(w, r, apierror.New(connect.CodeFailedPrecondition, ReasonNotStored,
+		return TooLarge, apierror.New(connect.CodeFailedPrecondition, ReasonNotStored,
 			fmt.Sprintf("the request with this %s already completed (%s), but its response was too large to keep and cannot be replayed; read the result, or use a new key to run the request again", HeaderKey, v.code),
-			apierror.WithMetadata("first_code", v.code)))
-		return TooLarge
+			apierror.WithMetadata("first_code", v.code))
 	default:
 		replay(w, &v.resp)
-		return Replayed
+		return Replayed, nil
 	}
 }
 

@@ -162,7 +162,10 @@ func (s *stack) front(step *idempotency.Step) *front {
 			apierror.Write(w, r, apierror.New(connect.CodeUnauthenticated, "TOKEN_INVALID", err.Error()))
 			return
 		}
-		out := step.Serve(w, r, call, pr.Subject, s.eligible[call.Procedure], next)
+		out, refusal := step.Serve(w, r, call, pr.Subject, s.eligible[call.Procedure], next)
+		if refusal != nil { // the chain writes the step's refusals
+			apierror.Write(w, r, refusal)
+		}
 		f.mu.Lock()
 		f.outcomes = append(f.outcomes, out)
 		f.mu.Unlock()
