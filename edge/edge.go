@@ -368,7 +368,12 @@ func (s *Server) admit(w *call.Recorder, r *http.Request, c classify.Call, e *en
 		return p, rule, nil
 	}
 	ctx, span := s.tracing.Start(r.Context(), observe.SpanLimits)
-	admit, replay := s.limits.Admit, s.replays(ctx, r, c, p, rule)
+	admit, replay := s.limits.Admit, false
+	// A retry that will get a kept outcome skips the limits of running the
+	// operation; Redis is asked only for the calls those limits concern.
+	if rule.RatePerMinute > 0 || rule.Quota == config.QuotaReserveEnvironment {
+		replay = s.idem.WillReplay(ctx, r, c, p.Subject, rule.Idempotent)
+	}
 	if replay {
 		admit = s.limits.AdmitReplay
 	}
@@ -483,18 +488,14 @@ func (s *Server) authenticate(r *http.Request, c classify.Call, pol *limits.Live
 // call carries Idempotency-Key. The forwarded call's edge.upstream span is
 // the step's child: the step forwards it.
 func (s *Server) idempotency(w *call.Recorder, r *http.Request, c classify.Call, subject string, eligible, replayed bool) {
-	var next http.Handler = s.forward
-	if replayed {
-		next = replayGone{}
-	}
 	if len(r.Header.Values(idempotency.HeaderKey)) == 0 {
-		outcome, _ := s.idem.Serve(w, r, c, subject, eligible, next) // no key: no refusal
+		outcome, _ := s.idem.Serve(w, r, c, subject, eligible, replayed, s.forward) // no key: no refusal
 		s.metrics.Idempotency(outcome)
 		return
 	}
 	ctx, span := s.tracing.Start(r.Context(), observe.SpanIdempotency)
 	defer span.End()
-	outcome, refusal := s.idem.Serve(w, r.WithContext(ctx), c, subject, eligible, next)
+	outcome, refusal := s.idem.Serve(w, r.WithContext(ctx), c, subject, eligible, replayed, s.forward)
 	if refusal != nil {
 		call.Refuse(w, r, refusal)
 	}
@@ -509,31 +510,4 @@ func (s *Server) idempotency(w *call.Recorder, r *http.Request, c classify.Call,
 		}
 		span.SetAttributes(observe.AttrIdemOutcome.String(o))
 	}
-}
-
-// replays reports whether the idempotency step will answer the call from a
-// completed call's kept outcome (a retry with the same Idempotency-Key),
-// so that the call's operation rate and quotas do not apply: the operation
-// does not run again, and the retry must get the replay, not a refusal. It
-// asks Redis only for the calls those limits concern.
-func (s *Server) replays(ctx context.Context, r *http.Request, c classify.Call, p *identity.Principal, rule *policy.Rule) bool {
-	if s.idem == nil || c.Streaming || !rule.Idempotent || rule.RatePerMinute == 0 && rule.Quota != config.QuotaReserveEnvironment {
-		return false
-	}
-	if len(r.Header.Values(idempotency.HeaderKey)) == 0 {
-		return false
-	}
-	done, err := s.idem.Completed(ctx, r, c, p.Subject)
-	return err == nil && done
-}
-
-// replayGone stands in for the proxy on a call admitted as a replay: should
-// the kept outcome have expired between the look and the replay, the call
-// must not run without its quotas. Its answer (aborted) is not kept, so the
-// retry runs through every limit.
-type replayGone struct{}
-
-func (replayGone) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	call.Refuse(w, r, apierror.New(connect.CodeAborted, "IDEMPOTENCY_KEY_EXPIRED",
-		"the kept outcome of this "+idempotency.HeaderKey+" expired meanwhile; retry the call", apierror.WithRetryAfter(time.Second)))
 }

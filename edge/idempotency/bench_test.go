@@ -27,7 +27,7 @@ func BenchmarkReplay(b *testing.B) {
 		r.Header.Set("Content-Type", "application/json")
 		r.Header.Set(idempotency.HeaderKey, "bench-key")
 		w := httptest.NewRecorder()
-		o, _ := step.Serve(w, r, call, "bench-subject", true, backend)
+		o, _ := step.Serve(w, r, call, "bench-subject", true, false, backend)
 		return o, w
 	}
 	if o, _ := send(); o != idempotency.First {

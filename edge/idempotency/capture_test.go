@@ -230,7 +230,7 @@ func TestServeLeavesCallsItDoesNotApplyTo(t *testing.T) {
 			}
 			ran := false
 			next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { ran = true })
-			if out, refusal := s.Serve(httptest.NewRecorder(), r, tt.call, "sub", tt.eligible, next); out != "" || refusal != nil || !ran {
+			if out, refusal := s.Serve(httptest.NewRecorder(), r, tt.call, "sub", tt.eligible, false, next); out != "" || refusal != nil || !ran {
 				t.Fatalf("outcome %q, refusal %v, next ran %v; want \"\", none and true", out, refusal, ran)
 			}
 		})
@@ -253,7 +253,7 @@ func TestServeRefusesBadKeysAndBodiesBeforeRedis(t *testing.T) {
 		r.Header.Set("Content-Type", "application/json")
 		r.Header.Set(HeaderKey, tt.key)
 		rec := httptest.NewRecorder()
-		out, refusal := s.Serve(rec, r, connectCall, "sub", true, next)
+		out, refusal := s.Serve(rec, r, connectCall, "sub", true, false, next)
 		if out != tt.out || refusal == nil || refusal.Code() != tt.code || rec.Code != http.StatusOK || rec.Body.Len() != 0 {
 			t.Errorf("key %q body %q: outcome %q, refusal %v, written HTTP %d %q; want %q, a refusal %v for the chain to write, nothing written",
 				tt.key, tt.body, out, refusal, rec.Code, rec.Body, tt.out, tt.code)

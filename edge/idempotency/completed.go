@@ -12,6 +12,21 @@ import (
 	"github.com/orgedge/edge/edge/classify"
 )
 
+// WillReplay reports whether Serve will answer r from a completed call's
+// kept outcome (a retry with the same Idempotency-Key), so that the
+// operation's rate and quotas need not apply: the operation does not run
+// again, and the retry must get the replay, not a refusal. eligible: the
+// operation table honors the key on c's procedure. On a nil Step (the step
+// off), or when Redis cannot tell, it is false: the call goes through every
+// limit.
+func (s *Step) WillReplay(ctx context.Context, r *http.Request, c classify.Call, subject string, eligible bool) bool {
+	if s == nil || c.Streaming || !eligible || len(r.Header.Values(HeaderKey)) == 0 {
+		return false
+	}
+	done, err := s.Completed(ctx, r, c, subject)
+	return err == nil && done
+}
+
 // Completed reports whether r's Idempotency-Key already holds the outcome
 // of a completed call (its kept answer, or that it was too large to keep):
 // Serve will then answer r from it without forwarding anything, so the

@@ -43,7 +43,7 @@ func ExampleStep_Serve() {
 		}
 		subject := "user-1" // from authentication
 		eligible := true    // the operation table's idempotent column
-		out, refusal := step.Serve(w, r, call, subject, eligible, proxy)
+		out, refusal := step.Serve(w, r, call, subject, eligible, false, proxy)
 		if refusal != nil {
 			apierror.Write(w, r, refusal) // the chain writes refusals (call.Refuse)
 		}

@@ -178,6 +178,9 @@ const (
 	ReasonUnavailable = "IDEMPOTENCY_UNAVAILABLE"
 	// ReasonKeysExhausted: the subject holds the most keys it may.
 	ReasonKeysExhausted = "IDEMPOTENCY_KEYS_EXHAUSTED"
+	// ReasonExpired: a call admitted as a replay whose kept outcome expired
+	// before the replay (Serve's replayOnly).
+	ReasonExpired = "IDEMPOTENCY_KEY_EXPIRED"
 )
 
 // Outcome is what the step did with a call, for metrics and spans.
@@ -298,10 +301,16 @@ func or[T int | int64 | time.Duration](v, def T) T {
 // with the call's result; it must be called before anything is written to
 // w.
 //
+// replayOnly: the chain admitted the call as a replay (WillReplay), without
+// the limits of running it; should the kept outcome have expired
+// meanwhile, the call must not run without them, so Serve refuses it
+// (aborted, retryable: the retry runs through every limit) instead of
+// forwarding it.
+//
 // When it forwards a call with a key, next gets r with its body read into
 // memory (up to MaxRequestBytes, r.ContentLength set) and without the
 // headers by which a client accepts a compressed answer.
-func (s *Step) Serve(w http.ResponseWriter, r *http.Request, c classify.Call, subject string, eligible bool, next http.Handler) (Outcome, *connect.Error) {
+func (s *Step) Serve(w http.ResponseWriter, r *http.Request, c classify.Call, subject string, eligible, replayOnly bool, next http.Handler) (Outcome, *connect.Error) {
 	values := r.Header.Values(HeaderKey)
 	if len(values) == 0 || !eligible || c.Streaming {
 		next.ServeHTTP(w, r)
@@ -346,6 +355,11 @@ func (s *Step) Serve(w http.ResponseWriter, r *http.Request, c classify.Call, su
 	}
 	switch v.kind {
 	case reserved:
+		if replayOnly {
+			s.release(context.WithoutCancel(r.Context()), entry, token)
+			return NotStored, apierror.New(connect.CodeAborted, ReasonExpired,
+				"the kept outcome of this "+HeaderKey+" expired meanwhile; retry the call", apierror.WithRetryAfter(time.Second))
+		}
 		return s.forward(w, r, c, entry, token, next), nil
 	case full:
 		wait := max(time.Until(v.free).Round(time.Second), time.Second)

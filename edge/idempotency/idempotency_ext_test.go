@@ -10,6 +10,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strconv"
@@ -162,7 +163,7 @@ func (s *stack) front(step *idempotency.Step) *front {
 			apierror.Write(w, r, apierror.New(connect.CodeUnauthenticated, "TOKEN_INVALID", err.Error()))
 			return
 		}
-		out, refusal := step.Serve(w, r, call, pr.Subject, s.eligible[call.Procedure], next)
+		out, refusal := step.Serve(w, r, call, pr.Subject, s.eligible[call.Procedure], false, next)
 		if refusal != nil { // the chain writes the step's refusals
 			apierror.Write(w, r, refusal)
 		}
@@ -915,5 +916,37 @@ func TestASubjectHoldsAtMostMaxKeysThenNewKeysAreRefusedWithRetryAfter(t *testin
 	}
 	if entries != 4 {
 		t.Errorf("Redis holds %d entries, want 4 (3 of one subject, 1 of the other): %v", entries, keys)
+	}
+}
+
+func TestACallAdmittedAsAReplayWhoseOutcomeExpiredIsAbortedAndRunsNothing(t *testing.T) {
+	step := newStep(t, testenv.Redis(t), idempotency.Options{})
+	c := classify.Call{Protocol: classify.Connect, Procedure: createOrg, Service: "svc.v1.OrganizationService",
+		Method: "CreateOrganization", JSON: true, UnaryConnect: true}
+	key, subject := testenv.Unique("key"), testenv.Unique("subject")
+	send := func(replayOnly bool) (idempotency.Outcome, *connect.Error, bool) {
+		r := httptest.NewRequest(http.MethodPost, createOrg, strings.NewReader(`{"name":"acme"}`))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set(idempotency.HeaderKey, key)
+		ran := false
+		next := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			ran = true
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"id":"org_1","name":"acme"}`))
+		})
+		out, refusal := step.Serve(httptest.NewRecorder(), r, c, subject, true, replayOnly, next)
+		return out, refusal, ran
+	}
+	// The chain admitted the call as a replay, but no outcome is kept (it
+	// expired between the look and the replay): it must not run without
+	// the limits it skipped.
+	out, refusal, ran := send(true)
+	if ran || out != idempotency.NotStored {
+		t.Fatalf("admitted as a replay with nothing kept: outcome %q, forwarded %v; want %q and not forwarded", out, ran, idempotency.NotStored)
+	}
+	wantError(t, refusal, connect.CodeAborted, idempotency.ReasonExpired)
+	// Its key is free again: the retry, through every limit, runs.
+	if out, refusal, ran := send(false); !ran || out != idempotency.First || refusal != nil {
+		t.Fatalf("the retry: outcome %q, refusal %v, forwarded %v; want %q, none, forwarded", out, refusal, ran, idempotency.First)
 	}
 }
