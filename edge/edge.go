@@ -307,12 +307,9 @@ func (s *Server) end(b *begun, e *ending) {
 //
 //go:noinline
 func (s *Server) refusedUnread(w *call.Recorder, r *http.Request, problem classify.Problem) bool {
-	if proxy.CameBack(r.Header, s.pseudonym) {
+	if loop := s.forward.Loop(r); loop != nil {
 		reqbody.Unwanted(w, r)
-		s.log.ErrorContext(r.Context(), "forwarding loop: a call this edge forwarded came back to it; upstream.url (or upstream.urls) leads back to the edge",
-			"procedure", call.Clip(r.URL.Path))
-		call.Refuse(w, r, apierror.New(connect.CodeInternal, "FORWARDING_LOOP",
-			"the edge received a call it had forwarded itself: its upstream leads back to it"))
+		call.Refuse(w, r, loop)
 		return true
 	}
 	if problem != 0 || r.ContentLength > s.bodies.MaxBytes {

@@ -60,11 +60,12 @@ type Step struct {
 	// (EndStreams).
 	draining   context.Context
 	endStreams context.CancelFunc
+	pseudonym  string
 }
 
 // New returns the step.
 func New(o Options) *Step {
-	s := &Step{limits: o.Limits, log: o.Logger, writeTimeout: o.StreamWriteTimeout}
+	s := &Step{limits: o.Limits, log: o.Logger, writeTimeout: o.StreamWriteTimeout, pseudonym: o.Pseudonym}
 	s.draining, s.endStreams = context.WithCancel(context.Background())
 	s.proxy = proxy.New(proxy.Options{
 		Upstream:       o.Upstream,
@@ -84,6 +85,20 @@ func (s *Step) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.proxy.ServeHTTP(w, r)
+}
+
+// Loop returns the refusal of a call this edge forwarded itself that came
+// back to it (its Via names the edge: upstream.url, or upstream.urls,
+// leads back to the edge), and logs the misconfiguration; nil for any other
+// call. The chain asks before it reads the call's body.
+func (s *Step) Loop(r *http.Request) *connect.Error {
+	if !proxy.CameBack(r.Header, s.pseudonym) {
+		return nil
+	}
+	s.log.ErrorContext(r.Context(), "forwarding loop: a call this edge forwarded came back to it; upstream.url (or upstream.urls) leads back to the edge",
+		"procedure", call.Clip(r.URL.Path))
+	return apierror.New(connect.CodeInternal, "FORWARDING_LOOP",
+		"the edge received a call it had forwarded itself: its upstream leads back to it")
 }
 
 // EndStreams ends every open stream, and every stream answered from now

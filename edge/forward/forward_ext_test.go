@@ -12,10 +12,13 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
+
 	"github.com/orgedge/edge/edge/call"
 	"github.com/orgedge/edge/edge/classify"
 	"github.com/orgedge/edge/edge/forward"
 	"github.com/orgedge/edge/edge/observe"
+	"github.com/orgedge/edge/edge/proxy"
 )
 
 // The step alone, with a fake backend in place of the pool: what a Connect
@@ -88,5 +91,21 @@ func TestABackendsConnectErrorReachesAJSONClientWithItsCode(t *testing.T) {
 	})
 	if client.Code != http.StatusNotFound || !strings.Contains(client.Body.String(), `"not_found"`) || code != "not_found" {
 		t.Fatalf("client got %d %s, recorded %q; want 404 not_found", client.Code, client.Body, code)
+	}
+}
+
+func TestACallThisEdgeForwardedThatCameBackIsALoop(t *testing.T) {
+	up, _ := url.Parse("http://backend.invalid")
+	pseudonym := proxy.NewPseudonym()
+	step := forward.New(forward.Options{Upstream: up, Transport: http.DefaultTransport, Tracing: observe.NewTracing(nil),
+		Logger: slog.New(slog.DiscardHandler), StreamWriteTimeout: time.Second, Pseudonym: pseudonym})
+	r := httptest.NewRequest(http.MethodPost, getOrg.Procedure, nil)
+	r.Header.Add("Via", "1.1 another-proxy")
+	if loop := step.Loop(r); loop != nil {
+		t.Fatalf("a call through another proxy: %v, want no loop", loop)
+	}
+	r.Header.Add("Via", "2 "+pseudonym)
+	if loop := step.Loop(r); loop == nil || loop.Code() != connect.CodeInternal {
+		t.Fatalf("a call whose Via names this edge: %v, want internal FORWARDING_LOOP", loop)
 	}
 }
