@@ -319,15 +319,20 @@ func outgoingHeader(r *http.Request) http.Header {
 			break
 		}
 	}
+	// The three values share one array (one allocation, not three); each
+	// header's slice is a window of it with no room to grow into the next.
+	fwd := make([]string, 3)
 	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
-		h["X-Forwarded-For"] = []string{ip}
+		fwd[0] = ip
+		h["X-Forwarded-For"] = fwd[0:1:1]
 	}
-	h["X-Forwarded-Host"] = []string{r.Host}
+	fwd[1] = r.Host
+	h["X-Forwarded-Host"] = fwd[1:2:2]
+	fwd[2] = "http"
 	if r.TLS != nil {
-		h["X-Forwarded-Proto"] = []string{"https"}
-	} else {
-		h["X-Forwarded-Proto"] = []string{"http"}
+		fwd[2] = "https"
 	}
+	h["X-Forwarded-Proto"] = fwd[2:3:3]
 	return h
 }
 

@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -75,6 +76,7 @@ func (r *refusals) remember(req Request, k keys, v verdict, now time.Time) {
 		if i < len(req.Limits) {
 			id = k.ids[i]
 		}
+		id.key = strings.Clone(id.key) // not the whole of the call's keys (keysFor)
 		if r.cache.Add(id.key, refusal{id: id, until: now.Add(v.retry[i]), reset: now.Add(s.ResetAfter), cost: req.Cost}) {
 			r.evicted.Add(1)
 		}
@@ -127,6 +129,7 @@ func (ll *localLimiter) limiter(id limitID, lim Limit, now time.Time) *rate.Limi
 		spent := math.Ceil(float64(old.rl.Burst()) - old.rl.TokensAt(now) - 1e-9)
 		rl.AllowN(now, min(int(max(spent, 0)), rl.Burst()))
 	}
+	id.key = strings.Clone(id.key) // not the whole of the call's keys (keysFor)
 	if ll.rates.Add(id.key, localRate{id: id, rl: rl}) {
 		ll.ratesEvicted.Add(1)
 	}
@@ -161,7 +164,7 @@ func (ll *localLimiter) decide(req Request, k keys, now time.Time) Decision {
 			rl.AllowN(now, req.Cost)
 		}
 		used += req.Cost
-		if ll.days.Add(k.day, used) {
+		if ll.days.Add(strings.Clone(k.day), used) { // not the whole of the call's keys (keysFor)
 			ll.daysEvicted.Add(1)
 		}
 	}

@@ -390,24 +390,43 @@ func keysFor(keyPrefix string, req Request, now time.Time) keys {
 	if sum == ([32]byte{}) {
 		sum = sha256.Sum256([]byte(req.Subject))
 	}
-	var tag [32]byte
-	hex.Encode(tag[:], sum[:16])
-	prefix := keyPrefix + "rl:{" + string(tag[:]) + "}:"
 	now = now.UTC()
 	c := calendarOf(now)
-	k := keys{
-		now:      now,
-		calendar: c,
-		hash:     prefix + hashKey,
-		day:      prefix + "day:" + c.date,
-		month:    prefix + "month:" + c.date[:7],
-		prefix:   prefix,
-		ids:      make([]limitID, 0, len(req.Limits)),
+	// Every key is the subject's prefix and a name: they are written one
+	// after the other into one string, and each is a part of it (one
+	// allocation for the call's keys, not one per key). The in-process
+	// tables, which keep a key for longer, keep a copy of it
+	// (strings.Clone), not the whole.
+	const tagOpen, tagClose = "rl:{", "}:"
+	pn := len(keyPrefix) + len(tagOpen) + 32 + len(tagClose)
+	names := [...]string{hashKey, c.dayName, c.monthName}
+	n := scriptSubjectKeys * pn
+	for _, name := range names {
+		n += len(name)
 	}
+	for _, lim := range req.Limits {
+		n += pn + len(lim.Name)
+	}
+	var b strings.Builder
+	b.Grow(n)
+	var tag [32]byte
+	hex.Encode(tag[:], sum[:16])
+	key := func(name string) string {
+		from := b.Len()
+		b.WriteString(keyPrefix)
+		b.WriteString(tagOpen)
+		b.Write(tag[:])
+		b.WriteString(tagClose)
+		b.WriteString(name)
+		return b.String()[from:]
+	}
+	k := keys{now: now, calendar: c, ids: make([]limitID, 0, len(req.Limits))}
+	k.hash, k.day, k.month = key(names[0]), key(names[1]), key(names[2])
+	k.prefix = k.hash[:pn]
 	// One slice, made here: each call to Redis passes it as it is.
 	k.script = append(make([]string, 0, scriptSubjectKeys+len(req.Limits)), k.hash, k.day, k.month)
 	for _, lim := range req.Limits {
-		key := prefix + lim.Name
+		key := key(lim.Name)
 		k.script = append(k.script, key)
 		k.ids = append(k.ids, limitID{key: key, rate: lim.Rate, burst: lim.Burst, period: lim.Period})
 	}
@@ -420,8 +439,12 @@ type calendar struct {
 	date                   string // YYYY-MM-DD
 	dayField, monthField   string
 	oldestDay, oldestMonth string
-	start, midnight        time.Time // the day's bounds
-	monthEnd               time.Time
+	dayName, monthName     string // of the older layout's counters: day:YYYY-MM-DD, month:YYYY-MM
+	// fieldArgs are the four fields above as the script's ARGV (args)
+	// takes them: boxed once a day, not on every call.
+	fieldArgs       [4]any
+	start, midnight time.Time // the day's bounds
+	monthEnd        time.Time
 }
 
 // lastCalendar is the calendar of the day last asked for.
@@ -438,12 +461,15 @@ func calendarOf(now time.Time) *calendar {
 		date:        date,
 		dayField:    "d:" + date,
 		monthField:  "m:" + date[:7],
+		dayName:     "day:" + date,
+		monthName:   "month:" + date[:7],
 		oldestDay:   "d:" + time.Date(y, m, d-1, 0, 0, 0, 0, time.UTC).Format(time.DateOnly),
 		oldestMonth: "m:" + time.Date(y, m-1, 1, 0, 0, 0, 0, time.UTC).Format("2006-01"),
 		start:       time.Date(y, m, d, 0, 0, 0, 0, time.UTC),
 		midnight:    time.Date(y, m, d+1, 0, 0, 0, 0, time.UTC),
 		monthEnd:    time.Date(y, m+1, 1, 0, 0, 0, 0, time.UTC),
 	}
+	c.fieldArgs = [4]any{c.dayField, c.monthField, c.oldestDay, c.oldestMonth}
 	lastCalendar.Store(c)
 	return c
 }
@@ -460,10 +486,9 @@ type limitID struct {
 // args are the script's ARGV (see allow.lua). The numbers are passed as
 // redis_rate passes them, so that the arithmetic is the same.
 func (k keys) args(req Request) []any {
-	args := []any{
-		len(req.Limits), req.Cost, req.Daily, k.ttl(k.monthEnd, 24*time.Hour), req.Policy,
-		k.dayField, k.monthField, k.oldestDay, k.oldestMonth,
-	}
+	args := make([]any, 0, 9+4*len(req.Limits))
+	args = append(args, len(req.Limits), req.Cost, req.Daily, k.ttl(k.monthEnd, 24*time.Hour), req.Policy)
+	args = append(args, k.fieldArgs[:]...) // dayField, monthField, oldestDay, oldestMonth
 	for _, lim := range req.Limits {
 		args = append(args, lim.Name, lim.Burst, lim.Rate, lim.Period.Seconds())
 	}
@@ -492,6 +517,9 @@ func decode(req Request, k keys, v []any) (verdict, error) {
 	}
 	n := func(i int) int64 { x, _ := v[i].(int64); return x }
 	d := verdict{Decision: Decision{Allowed: n(0) == 1, Source: SourceRedis, Today: n(2), Month: n(3)}}
+	if states := len(req.Limits) + min(req.Daily, 1); states > 0 { // one allocation each, not one per append
+		d.States, d.retry = make([]State, 0, states), make([]time.Duration, 0, states)
+	}
 	if d.Allowed {
 		d.charged = charge{prefix: k.prefix, calendar: k.calendar, cost: req.Cost}
 	}

@@ -18,18 +18,23 @@ import (
 // New returns a logger writing format ("json" or "text") to w at level
 // and above.
 func New(w io.Writer, format string, level slog.Leveler) (*slog.Logger, error) {
-	opts := &slog.HandlerOptions{Level: level, ReplaceAttr: ReplaceAttr}
 	switch format {
 	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
+		return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level, ReplaceAttr: ReplaceAttr})), nil
 	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
+		// The text handler writes a duration as its String already, and a
+		// ReplaceAttr, even one that changes nothing, takes it off its fast
+		// path for every attribute of every line (the level through
+		// MarshalText, each value resolved twice): in the development
+		// mode, which logs every call, that was about 7,000 instructions of
+		// each access line (docs/benchmarks.md).
+		return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level})), nil
 	}
 	return nil, fmt.Errorf("log format must be json or text, not %q", format)
 }
 
-// ReplaceAttr writes a time.Duration as its String ("30s"): the text
-// handler does so already, the JSON handler would write nanoseconds. The
+// ReplaceAttr writes a time.Duration as its String ("30s"), for the JSON
+// handler, which would write nanoseconds; the text handler does so already. The
 // handlers call it for every attribute, inside groups and after resolving
 // a LogValuer, so no call site has to remember it.
 func ReplaceAttr(_ []string, a slog.Attr) slog.Attr {
