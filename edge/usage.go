@@ -9,9 +9,8 @@ import (
 
 	"github.com/orgedge/edge/edge/apierror"
 	"github.com/orgedge/edge/edge/call"
-	"github.com/orgedge/edge/edge/classify"
 	"github.com/orgedge/edge/edge/limits"
-	"github.com/orgedge/edge/edge/result"
+	"github.com/orgedge/edge/edge/wire"
 	"github.com/orgedge/edge/identity"
 )
 
@@ -25,7 +24,7 @@ import (
 // all) is the empty request, and one without Content-Type (classify lets
 // it through for GetUsage alone) is HTTP/JSON. connect-go's handler wants
 // a JSON object and a Content-Type, so it is given both.
-func (s *Server) serveUsage(w *call.Recorder, r *http.Request, c classify.Call, p *identity.Principal, admitted *limits.Admission) {
+func (s *Server) serveUsage(w *call.Recorder, r *http.Request, c wire.Call, p *identity.Principal, admitted *limits.Admission) {
 	r = r.WithContext(limits.WithUsageCaller(r.Context(), p, admitted, w.Refused))
 	if c.UnaryConnect && c.JSON && r.Method == http.MethodPost && r.ContentLength == 0 {
 		if r.Header.Get("Content-Type") == "" {
@@ -42,8 +41,8 @@ func (s *Server) serveUsage(w *call.Recorder, r *http.Request, c classify.Call, 
 	s.usage.ServeHTTP(a, r)
 	body := a.body.Bytes()
 	if a.status != 0 && a.status != http.StatusOK {
-		code, _ := result.Of(c, result.Answer{Status: a.status, Header: a.header, Body: body, Written: int64(len(body))})
-		w.SetCode(result.CodeName(code)) // the edge's own answer
+		code, _ := wire.Of(c, wire.Answer{Status: a.status, Header: a.header, Body: body, Written: int64(len(body))})
+		w.SetCode(wire.CodeName(code)) // the edge's own answer
 		if out, ok := apierror.ShapeJSON(body); ok {
 			body = out
 		}

@@ -13,7 +13,6 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
-	"github.com/orgedge/edge/edge/classify"
 	"github.com/orgedge/edge/edge/wire"
 )
 
@@ -25,7 +24,7 @@ import (
 // grpc-status-details-bin). ok is false for a content type that is no
 // stream of Connect, gRPC or gRPC-Web.
 func EndStream(h http.Header, err *connect.Error) (body []byte, trailer http.Header, ok bool) {
-	mt, ok := classify.MediaType(h)
+	mt, ok := wire.MediaType(h)
 	if !ok {
 		return nil, nil, false
 	}

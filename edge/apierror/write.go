@@ -8,7 +8,7 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 
-	"github.com/orgedge/edge/edge/classify"
+	"github.com/orgedge/edge/edge/wire"
 )
 
 // errorWriter writes every protocol but unary JSON; it is safe for
@@ -68,10 +68,10 @@ func protocolOf(r *http.Request) protocol {
 	default:
 		return unsupported
 	}
-	if classify.Bodiless(r) {
+	if wire.Bodiless(r) {
 		return unaryJSON
 	}
-	mt, ok := classify.MediaType(r.Header)
+	mt, ok := wire.MediaType(r.Header)
 	if !ok {
 		return unsupported
 	}

@@ -17,14 +17,14 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/orgedge/edge/edge/classify"
 	"github.com/orgedge/edge/edge/limits"
 	"github.com/orgedge/edge/edge/reqbody"
+	"github.com/orgedge/edge/edge/wire"
 )
 
 // State is what an admitted call carries through the proxy's hooks.
 type State struct {
-	Call     classify.Call
+	Call     wire.Call
 	Rec      *Recorder
 	Admitted *limits.Admission
 	// Expires is a stream's end: its token's expiry plus the clock skew

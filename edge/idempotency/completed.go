@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/orgedge/edge/edge/classify"
+	"github.com/orgedge/edge/edge/wire"
 )
 
 // Completed reports whether r's Idempotency-Key already holds the outcome
@@ -19,7 +19,7 @@ import (
 // quotas) to r. It looks only: it reserves nothing, and it says false for a
 // missing or invalid key and for a call still in flight. One Redis call,
 // bounded by Timeout.
-func (s *Step) Completed(ctx context.Context, r *http.Request, c classify.Call, subject string) (bool, error) {
+func (s *Step) Completed(ctx context.Context, r *http.Request, c wire.Call, subject string) (bool, error) {
 	key, ok := parseKey(r.Header.Values(HeaderKey))
 	if !ok {
 		return false, nil

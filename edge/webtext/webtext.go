@@ -18,8 +18,8 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/orgedge/edge/edge/classify"
 	"github.com/orgedge/edge/edge/reqbody"
+	"github.com/orgedge/edge/edge/wire"
 )
 
 const (
@@ -64,7 +64,7 @@ func textCodec(r *http.Request) (string, bool) {
 	if ct := r.Header.Get("Content-Type"); len(ct) < len(textType) || !strings.EqualFold(ct[:len(textType)], textType) {
 		return "", false
 	}
-	mt, ok := classify.MediaType(r.Header)
+	mt, ok := wire.MediaType(r.Header)
 	if !ok {
 		return "", false
 	}

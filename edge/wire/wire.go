@@ -1,13 +1,3 @@
-// Package wire reads the message of a unary call's answer in whichever
-// protocol it came (Connect, gRPC, gRPC-Web, HTTP/JSON) and whichever
-// compression the backend chose (gzip, or none), for the few steps of the
-// edge that must know what the backend answered (quotas learn an
-// environment's id). Decompression is bounded: an answer that inflates past
-// MaxMessageBytes is not read.
-//
-// The edge asks the backend for identity encoding on those calls, but that
-// is not enough: a gRPC backend answers in the compression of the request,
-// which is the client's to choose.
 package wire
 
 import (
@@ -23,8 +13,6 @@ import (
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
-
-	"github.com/orgedge/edge/edge/classify"
 )
 
 // ErrFailed means the call did not succeed: there is no message to read.
@@ -46,7 +34,7 @@ var ErrTooLarge = errors.New("wire: message too large to read")
 // res.Trailer). It returns ErrFailed when the answer is an error; any other
 // error means the call succeeded but its message could not be read (an
 // unknown compression, ErrTooLarge, a malformed body).
-func UnaryMessage(c classify.Call, res *http.Response, body []byte, msg proto.Message) error {
+func UnaryMessage(c Call, res *http.Response, body []byte, msg proto.Message) error {
 	if res.StatusCode != http.StatusOK {
 		return ErrFailed
 	}
@@ -62,7 +50,7 @@ func UnaryMessage(c classify.Call, res *http.Response, body []byte, msg proto.Me
 	}
 	var payload []byte
 	switch c.Protocol {
-	case classify.GRPC:
+	case GRPC:
 		if grpcStatus(res.Header, res.Trailer) != "0" {
 			return ErrFailed
 		}
@@ -73,7 +61,7 @@ func UnaryMessage(c classify.Call, res *http.Response, body []byte, msg proto.Me
 		if payload, err = frames[0].message(res.Header.Get("Grpc-Encoding")); err != nil {
 			return err
 		}
-	case classify.GRPCWeb:
+	case GRPCWeb:
 		if strings.HasPrefix(res.Header.Get("Content-Type"), "application/grpc-web-text") {
 			decoded, err := base64.StdEncoding.DecodeString(string(body))
 			if err != nil {

@@ -15,7 +15,6 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/orgedge/edge/edge/classify"
 	"github.com/orgedge/edge/edge/wire"
 	svcv1 "github.com/orgedge/edge/gen/svc/v1"
 	"github.com/orgedge/edge/gen/svc/v1/svcv1connect"
@@ -67,15 +66,15 @@ func TestUnaryMessageReadsSuccessInEveryProtocolAndSeesFailures(t *testing.T) {
 	}
 	cases := []struct {
 		name string
-		call classify.Call
+		call wire.Call
 		opts []connect.ClientOption
 		h2   bool
 	}{
-		{"ConnectProto", classify.Call{Protocol: classify.Connect, UnaryConnect: true}, nil, false},
-		{"ConnectJSON", classify.Call{Protocol: classify.Connect, UnaryConnect: true, JSON: true}, []connect.ClientOption{connect.WithProtoJSON()}, false},
-		{"GRPC", classify.Call{Protocol: classify.GRPC}, []connect.ClientOption{connect.WithGRPC()}, true},
-		{"GRPCJSON", classify.Call{Protocol: classify.GRPC, JSON: true}, []connect.ClientOption{connect.WithGRPC(), connect.WithProtoJSON()}, true},
-		{"GRPCWeb", classify.Call{Protocol: classify.GRPCWeb}, []connect.ClientOption{connect.WithGRPCWeb()}, false},
+		{"ConnectProto", wire.Call{Protocol: wire.Connect, UnaryConnect: true}, nil, false},
+		{"ConnectJSON", wire.Call{Protocol: wire.Connect, UnaryConnect: true, JSON: true}, []connect.ClientOption{connect.WithProtoJSON()}, false},
+		{"GRPC", wire.Call{Protocol: wire.GRPC}, []connect.ClientOption{connect.WithGRPC()}, true},
+		{"GRPCJSON", wire.Call{Protocol: wire.GRPC, JSON: true}, []connect.ClientOption{connect.WithGRPC(), connect.WithProtoJSON()}, true},
+		{"GRPCWeb", wire.Call{Protocol: wire.GRPCWeb}, []connect.ClientOption{connect.WithGRPCWeb()}, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -117,15 +116,15 @@ func TestUnaryMessageReadsGzipAnswersInEveryProtocol(t *testing.T) {
 	defer cancel()
 	cases := []struct {
 		name string
-		call classify.Call
+		call wire.Call
 		opts []connect.ClientOption
 		h2   bool
 		head string // the header that names the answer's compression
 	}{
-		{"ConnectProto", classify.Call{Protocol: classify.Connect, UnaryConnect: true}, nil, false, "Content-Encoding"},
-		{"ConnectJSON", classify.Call{Protocol: classify.Connect, UnaryConnect: true, JSON: true}, []connect.ClientOption{connect.WithProtoJSON()}, false, "Content-Encoding"},
-		{"GRPC", classify.Call{Protocol: classify.GRPC}, []connect.ClientOption{connect.WithGRPC()}, true, "Grpc-Encoding"},
-		{"GRPCWeb", classify.Call{Protocol: classify.GRPCWeb}, []connect.ClientOption{connect.WithGRPCWeb()}, false, "Grpc-Encoding"},
+		{"ConnectProto", wire.Call{Protocol: wire.Connect, UnaryConnect: true}, nil, false, "Content-Encoding"},
+		{"ConnectJSON", wire.Call{Protocol: wire.Connect, UnaryConnect: true, JSON: true}, []connect.ClientOption{connect.WithProtoJSON()}, false, "Content-Encoding"},
+		{"GRPC", wire.Call{Protocol: wire.GRPC}, []connect.ClientOption{connect.WithGRPC()}, true, "Grpc-Encoding"},
+		{"GRPCWeb", wire.Call{Protocol: wire.GRPCWeb}, []connect.ClientOption{connect.WithGRPCWeb()}, false, "Grpc-Encoding"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -163,12 +162,12 @@ func TestUnaryMessageRefusesToInflatePastItsBound(t *testing.T) {
 	frame := append([]byte{1, 0, 0, 0, 0}, zipped.Bytes()...)
 	binary.BigEndian.PutUint32(frame[1:5], uint32(zipped.Len()))
 	res := &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Grpc-Encoding": {"gzip"}}, Trailer: http.Header{"Grpc-Status": {"0"}}}
-	err := wire.UnaryMessage(classify.Call{Protocol: classify.GRPC}, res, frame, new(svcv1.Organization))
+	err := wire.UnaryMessage(wire.Call{Protocol: wire.GRPC}, res, frame, new(svcv1.Organization))
 	if !errors.Is(err, wire.ErrTooLarge) {
 		t.Fatalf("a 1 MiB bomb read as %v, want ErrTooLarge", err)
 	}
 	res.Header.Set("Grpc-Encoding", "snappy")
-	if err := wire.UnaryMessage(classify.Call{Protocol: classify.GRPC}, res, frame, new(svcv1.Organization)); err == nil || errors.Is(err, wire.ErrFailed) {
+	if err := wire.UnaryMessage(wire.Call{Protocol: wire.GRPC}, res, frame, new(svcv1.Organization)); err == nil || errors.Is(err, wire.ErrFailed) {
 		t.Fatalf("an unknown compression read as %v, want an error that is not ErrFailed", err)
 	}
 }

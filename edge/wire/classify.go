@@ -1,12 +1,4 @@
-// Package classify tells, from a request's method, path and headers alone,
-// which protocol a caller speaks and which procedure it calls. The chain
-// (edge.Server) asks it first, before any step that depends on the answer
-// (authentication, limits, idempotency, errors); only the wrappers around
-// the chain (conns, cors, webtext) see a request before it.
-//
-// It reads no body and trusts nothing it reads: a request it cannot place
-// gets an error that says why.
-package classify
+package wire
 
 import (
 	"mime"
