@@ -348,8 +348,8 @@ func removeHopByHop(h http.Header) {
 // IsGRPC reports a gRPC call (not gRPC-Web), which needs HTTP/2 to the
 // backend for its trailers.
 func IsGRPC(r *http.Request) bool {
-	ct := strings.ToLower(r.Header.Get("Content-Type")) // media types are case-insensitive
-	return strings.HasPrefix(ct, "application/grpc") && !strings.HasPrefix(ct, "application/grpc-web")
+	m, ok := wire.MediaOf(r.Header)
+	return ok && m.Protocol == wire.GRPC
 }
 
 // buffers are the copy buffers of the proxies: without a pool, ReverseProxy

@@ -29,15 +29,11 @@ func TextCall(r *http.Request) (suffix string, ok bool) {
 	if ct := r.Header.Get("Content-Type"); len(ct) < len(textType) || !strings.EqualFold(ct[:len(textType)], textType) {
 		return "", false
 	}
-	mt, ok := MediaType(r.Header)
-	if !ok {
+	m, ok := MediaOf(r.Header)
+	if !ok || !m.Text {
 		return "", false
 	}
-	switch sub := strings.TrimPrefix(mt, textType); sub {
-	case "", "+proto", "+json":
-		return sub, true
-	}
-	return "", false
+	return m.Type[len(textType):], true
 }
 
 // BinaryType is the binary gRPC-Web content type of codec suffix (see
@@ -146,9 +142,8 @@ func (e *TextWriter) WriteHeader(status int) {
 	}
 	e.wroteHeader = true
 	h := e.Header()
-	ct := h.Get("Content-Type")
-	if lower := strings.ToLower(ct); strings.HasPrefix(lower, binaryType) && !strings.HasPrefix(lower, textType) {
-		h.Set("Content-Type", textType+ct[len(binaryType):])
+	if m, ok := MediaOf(h); ok && m.Protocol == GRPCWeb && !m.Text {
+		h.Set("Content-Type", textType+m.Type[len(binaryType):])
 		h.Del("Content-Length")
 		e.encode = true
 	}
