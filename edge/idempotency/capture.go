@@ -2,7 +2,6 @@ package idempotency
 
 import (
 	"bytes"
-	"encoding/base64"
 	"net/http"
 	"strings"
 
@@ -171,30 +170,5 @@ func declaredTrailers(h http.Header) map[string]bool {
 func (c *capture) result(call wire.Call) (connect.Code, wire.Ending) {
 	a := wire.Answer{Status: c.status, Header: c.snap, Trailer: c.trailer, Frames: c.frames,
 		Body: c.body.Bytes(), BodyOver: c.over, Written: c.written}
-	if call.Protocol == wire.GRPCWeb && c.snap.Get("Grpc-Status") == "" &&
-		strings.HasPrefix(c.snap.Get("Content-Type"), "application/grpc-web-text") {
-		// Base64: the frames are read from the body kept, decoded.
-		if c.over {
-			return 0, wire.Unknowable
-		}
-		a.Frames = wire.NewFrames(call)
-		a.Frames.Feed(decodeWebText(c.body.Bytes()))
-	}
 	return wire.Of(call, a)
-}
-
-// decodeWebText decodes a gRPC-Web text body: base64, possibly several
-// padded chunks one after the other, so it decodes four characters at a
-// time. What does not decode is dropped, and the frames then do not add up.
-func decodeWebText(b []byte) []byte {
-	out := make([]byte, 0, len(b)/4*3)
-	var q [3]byte
-	for i := 0; i+4 <= len(b); i += 4 {
-		n, err := base64.StdEncoding.Decode(q[:], b[i:i+4])
-		if err != nil {
-			return out
-		}
-		out = append(out, q[:n]...)
-	}
-	return out
 }

@@ -3,7 +3,6 @@ package idempotency
 import (
 	"bytes"
 	"compress/gzip"
-	"encoding/base64"
 	"encoding/binary"
 	"net/http"
 	"net/http/httptest"
@@ -20,14 +19,6 @@ func frame(flags byte, payload string) []byte {
 	b[0] = flags
 	binary.BigEndian.PutUint32(b[1:], uint32(len(payload)))
 	return append(b, payload...)
-}
-
-func TestDecodeWebTextReadsConcatenatedChunks(t *testing.T) {
-	a, b := frame(0, "hello"), frame(0x80, "grpc-status: 0\r\n")
-	text := base64.StdEncoding.EncodeToString(a) + base64.StdEncoding.EncodeToString(b)
-	if got := decodeWebText([]byte(text)); !bytes.Equal(got, append(bytes.Clone(a), b...)) {
-		t.Fatalf("decodeWebText = %q", got)
-	}
 }
 
 func gzipped(s string) string {
@@ -92,16 +83,6 @@ func TestCaptureResult(t *testing.T) {
 			_, _ = w.Write(frame(0x01, gzipped("message")))
 			_, _ = w.Write(frame(0x81, gzipped("grpc-status: 6\r\ngrpc-message: taken\r\n")))
 		}, connect.CodeAlreadyExists, wire.Whole},
-		{"grpc-web text", webCall, 1 << 10, func(w http.ResponseWriter) {
-			w.Header().Set("Content-Type", "application/grpc-web-text")
-			w.WriteHeader(200)
-			_, _ = w.Write([]byte(base64.StdEncoding.EncodeToString(frame(0x80, "grpc-status: 3\r\n"))))
-		}, connect.CodeInvalidArgument, wire.Whole},
-		{"grpc-web text too large", webCall, 4, func(w http.ResponseWriter) {
-			w.Header().Set("Content-Type", "application/grpc-web-text")
-			w.WriteHeader(200)
-			_, _ = w.Write([]byte(base64.StdEncoding.EncodeToString(frame(0x80, "grpc-status: 0\r\n"))))
-		}, 0, wire.Unknowable},
 		{"connect success", connectCall, 1 << 10, func(w http.ResponseWriter) {
 			w.Header().Set("Content-Length", "2")
 			_, _ = w.Write([]byte("{}"))

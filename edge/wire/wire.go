@@ -3,7 +3,6 @@ package wire
 import (
 	"bytes"
 	"compress/gzip"
-	"encoding/base64"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -62,13 +61,8 @@ func UnaryMessage(c Call, res *http.Response, body []byte, msg proto.Message) er
 			return err
 		}
 	case GRPCWeb:
-		if strings.HasPrefix(res.Header.Get("Content-Type"), "application/grpc-web-text") {
-			decoded, err := base64.StdEncoding.DecodeString(string(body))
-			if err != nil {
-				return fmt.Errorf("wire: gRPC-Web text answer: %w", err)
-			}
-			body = decoded
-		}
+		// Never text: the backend speaks binary gRPC-Web only, and the edge
+		// translates text at its door (TextReader, TextWriter).
 		frames, err := envelopes(body)
 		if err != nil {
 			return err
