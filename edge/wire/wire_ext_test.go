@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/orgedge/edge/edge/wire"
 	svcv1 "github.com/orgedge/edge/gen/svc/v1"
@@ -169,5 +170,46 @@ func TestUnaryMessageRefusesToInflatePastItsBound(t *testing.T) {
 	res.Header.Set("Grpc-Encoding", "snappy")
 	if err := wire.UnaryMessage(wire.Call{Protocol: wire.GRPC}, res, frame, new(svcv1.Organization)); err == nil || errors.Is(err, wire.ErrFailed) {
 		t.Fatalf("an unknown compression read as %v, want an error that is not ErrFailed", err)
+	}
+}
+
+// TestUnaryMessageRefusesBodiesThatAreNotOneMessage: a unary answer whose
+// envelopes are not one message (and, in gRPC-Web, its trailers) is not
+// read, and is not taken for a failed call either.
+func TestUnaryMessageRefusesBodiesThatAreNotOneMessage(t *testing.T) {
+	msg, _ := proto.Marshal(&svcv1.Organization{Id: "org_1"})
+	ok := wire.Envelope(wire.FlagTrailer, []byte("grpc-status: 0\r\n"))
+	join := func(b ...[]byte) []byte { return bytes.Join(b, nil) }
+	grpcOK := &http.Response{StatusCode: http.StatusOK, Header: http.Header{}, Trailer: http.Header{"Grpc-Status": {"0"}}}
+	webOK := &http.Response{StatusCode: http.StatusOK, Header: http.Header{}}
+	grpc, web := wire.Call{Protocol: wire.GRPC}, wire.Call{Protocol: wire.GRPCWeb}
+	for _, tt := range []struct {
+		name string
+		call wire.Call
+		res  *http.Response
+		body []byte
+		want error // nil: any error but ErrFailed
+	}{
+		{"gRPC, two messages", grpc, grpcOK, join(wire.Envelope(0, msg), wire.Envelope(0, msg)), nil},
+		{"gRPC, cut short", grpc, grpcOK, wire.Envelope(0, msg)[:4], nil},
+		{"gRPC, a trailers frame", grpc, grpcOK, wire.Envelope(wire.FlagTrailer, msg), nil},
+		{"gRPC-Web, two messages", web, webOK, join(wire.Envelope(0, msg), wire.Envelope(0, msg), ok), nil},
+		{"gRPC-Web, a message after its trailers", web, webOK, join(ok, wire.Envelope(0, msg)), nil},
+		{"gRPC-Web, cut short", web, webOK, join(wire.Envelope(0, msg), ok)[:8], nil},
+		{"gRPC-Web, no message", web, webOK, ok, wire.ErrFailed},
+		{"gRPC-Web, an error in its trailers", web, webOK, join(wire.Envelope(0, msg), wire.Envelope(wire.FlagTrailer, []byte("grpc-status: 5\r\n"))), wire.ErrFailed},
+	} {
+		err := wire.UnaryMessage(tt.call, tt.res, tt.body, new(svcv1.Organization))
+		if tt.want != nil && !errors.Is(err, tt.want) || tt.want == nil && (err == nil || errors.Is(err, wire.ErrFailed)) {
+			want := "an error that is not ErrFailed"
+			if tt.want != nil {
+				want = tt.want.Error()
+			}
+			t.Errorf("%s: %v, want %s", tt.name, err, want)
+		}
+	}
+	got := new(svcv1.Organization)
+	if err := wire.UnaryMessage(web, webOK, join(wire.Envelope(0, msg), ok), got); err != nil || got.Id != "org_1" {
+		t.Fatalf("a whole gRPC-Web answer read as %v, %v", got, err)
 	}
 }
