@@ -6,7 +6,7 @@
 // through the chain, and Of panics on it rather than invent fresh state.
 //
 // It is not where a call's result is worked out from the bytes that went
-// out (edge/result, which Recorder.Result asks), nor where it is counted
+// out (wire.Of, which Recorder.Result asks), nor where it is counted
 // (edge/observe).
 package call
 
