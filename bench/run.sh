@@ -168,7 +168,7 @@ case ${1:-} in
   replicas) "$BIN/loadtest" -scenario conformance -edge http://127.0.0.1:8080,http://127.0.0.1:18080,http://127.0.0.1:28080 -duration 30s ;;
   roundtrips) shift; roundtrips "$@" ;;
   gobench) cd "$root" && TEST_REDIS_ADDR=${TEST_REDIS_ADDR:-127.0.0.1:56379} go test -run '^$' -bench . -count 6 \
-      ./edge/classify ./edge/authn ./edge/ratelimit ./edge/apierror ./edge/idempotency ./edge ./edge/proxy | tee "$DIR/gobench.txt"
+      ./edge/wire ./edge/authn ./edge/ratelimit ./edge/apierror ./edge/idempotency ./edge ./edge/proxy | tee "$DIR/gobench.txt"
     "$(go env GOPATH)/bin/benchstat" "$DIR/gobench.txt" ;;
   *) sed -n '2,19p' "$0"; exit 2 ;;
 esac

@@ -28,7 +28,6 @@ import (
 	"github.com/orgedge/edge/edge/apierror"
 	"github.com/orgedge/edge/edge/authn"
 	"github.com/orgedge/edge/edge/call"
-	"github.com/orgedge/edge/edge/classify"
 	"github.com/orgedge/edge/edge/early"
 	"github.com/orgedge/edge/edge/forward"
 	"github.com/orgedge/edge/edge/idempotency"
@@ -45,7 +44,7 @@ import (
 type Options struct {
 	Config     *config.Config
 	Auth       *authn.Authenticator
-	Procedures classify.Procedures
+	Procedures wire.Procedures
 	Logger     *slog.Logger
 	Metrics    *observe.Metrics // optional
 	Limits     *limits.Step
@@ -64,7 +63,7 @@ type Options struct {
 type Server struct {
 	cfg      *config.Config
 	auth     *authn.Authenticator
-	procs    classify.Procedures
+	procs    wire.Procedures
 	forward  *forward.Step
 	pool     *proxy.Pool
 	log      *slog.Logger
@@ -126,7 +125,7 @@ func New(o Options) (*Server, error) {
 		// h2c carries it whatever its protocol.
 		HTTP2: func(r *http.Request) bool {
 			c := call.Of(r).Call
-			return c.Protocol == classify.GRPC || c.Streaming
+			return c.Protocol == wire.GRPC || c.Streaming
 		},
 		ReadOnly:  func(r *http.Request) bool { return call.Of(r).ReadOnly },
 		Pseudonym: s.pseudonym,
@@ -173,8 +172,8 @@ type begun struct {
 	r       *http.Request // with the call's span in its context
 	rec     *call.Recorder
 	span    trace.Span
-	c       classify.Call
-	problem classify.Problem
+	c       wire.Call
+	problem wire.Problem
 }
 
 // begin names the call (X-Request-Id), classifies it, starts its record and
@@ -187,7 +186,7 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request, b *begun) {
 	id := call.RequestID(r.Header.Get("X-Request-Id"))
 	r.Header.Set("X-Request-Id", id)
 	w.Header().Set("X-Request-Id", id)
-	b.c, b.problem = classify.Classify(r, s.procs)
+	b.c, b.problem = wire.Classify(r, s.procs)
 	b.rec = call.NewRecorder(w, b.c)
 	var ctx context.Context
 	ctx, b.span = s.tracing.StartServer(r, b.c)
@@ -306,7 +305,7 @@ func (s *Server) end(b *begun, e *ending) {
 // body bound says.
 //
 //go:noinline
-func (s *Server) refusedUnread(w *call.Recorder, r *http.Request, problem classify.Problem) bool {
+func (s *Server) refusedUnread(w *call.Recorder, r *http.Request, problem wire.Problem) bool {
 	if loop := s.forward.Loop(r); loop != nil {
 		reqbody.Unwanted(w, r)
 		call.Refuse(w, r, loop)
@@ -317,13 +316,13 @@ func (s *Server) refusedUnread(w *call.Recorder, r *http.Request, problem classi
 		reqbody.Unwanted(w, r)
 	}
 	switch problem {
-	case classify.UnsupportedMediaType:
+	case wire.UnsupportedMediaType:
 		apierror.WriteUnsupportedMediaType(w)
 		return true
-	case classify.MethodNotAllowed:
+	case wire.MethodNotAllowed:
 		apierror.WriteMethodNotAllowed(w)
 		return true
-	case classify.UnknownProcedure:
+	case wire.UnknownProcedure:
 		call.Refuse(w, r, apierror.New(connect.CodeUnimplemented, "UNKNOWN_PROCEDURE", fmt.Sprintf("%s is not a procedure of this API", call.Clip(r.URL.Path))))
 		return true
 	}
@@ -352,7 +351,7 @@ func (s *Server) enter(w *call.Recorder, r *http.Request, max int64) bool {
 // the token was valid).
 //
 //go:noinline
-func (s *Server) admit(w *call.Recorder, r *http.Request, c classify.Call, e *ending) (*identity.Principal, *policy.Rule, *limits.Admission) {
+func (s *Server) admit(w *call.Recorder, r *http.Request, c wire.Call, e *ending) (*identity.Principal, *policy.Rule, *limits.Admission) {
 	pol := s.limits.Live()
 	if rule := pol.Table.Rule(c.Procedure); rule.Open {
 		// No token to check and no subject to limit or charge: the
@@ -393,7 +392,7 @@ func (s *Server) admit(w *call.Recorder, r *http.Request, c classify.Call, e *en
 // past listen.max_calls_in_flight once the hold is over (then answered).
 // A held call does not count in flight, and its body's clock stops: the
 // hold is the edge's doing. The hold is part of the call's duration.
-func (s *Server) hold(w *call.Recorder, r *http.Request, c classify.Call, e *ending, hold early.Hold) bool {
+func (s *Server) hold(w *call.Recorder, r *http.Request, c wire.Call, e *ending, hold early.Hold) bool {
 	if e.inFlight {
 		s.inFlight.Add(-1)
 		e.inFlight = false
@@ -457,7 +456,7 @@ const streamDeadlineGrace = time.Second
 // authenticate authenticates and authorizes the caller, in a span of its
 // own. It returns the refusal to answer, if any, and the principal when the
 // token was valid.
-func (s *Server) authenticate(r *http.Request, c classify.Call, pol *limits.Live) (*identity.Principal, *policy.Rule, *connect.Error) {
+func (s *Server) authenticate(r *http.Request, c wire.Call, pol *limits.Live) (*identity.Principal, *policy.Rule, *connect.Error) {
 	ctx, span := s.tracing.Start(r.Context(), observe.SpanAuthenticate)
 	defer span.End()
 	p, err := s.auth.AuthenticateRequest(ctx, r)
@@ -484,7 +483,7 @@ func (s *Server) authenticate(r *http.Request, c classify.Call, pol *limits.Live
 // idempotency runs the idempotency step, in a span of its own when the
 // call carries Idempotency-Key. The forwarded call's edge.upstream span is
 // the step's child: the step forwards it.
-func (s *Server) idempotency(w *call.Recorder, r *http.Request, c classify.Call, subject string, eligible, replayed bool) {
+func (s *Server) idempotency(w *call.Recorder, r *http.Request, c wire.Call, subject string, eligible, replayed bool) {
 	if len(r.Header.Values(idempotency.HeaderKey)) == 0 {
 		outcome, _ := s.idem.Serve(w, r, c, subject, eligible, replayed, s.forward) // no key: no refusal
 		s.metrics.Idempotency(outcome)

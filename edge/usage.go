@@ -9,8 +9,8 @@ import (
 
 	"github.com/orgedge/edge/edge/apierror"
 	"github.com/orgedge/edge/edge/call"
-	"github.com/orgedge/edge/edge/classify"
 	"github.com/orgedge/edge/edge/limits"
+	"github.com/orgedge/edge/edge/wire"
 	"github.com/orgedge/edge/identity"
 )
 
@@ -24,7 +24,7 @@ import (
 // all) is the empty request, and one without Content-Type (classify lets
 // it through for GetUsage alone) is HTTP/JSON. connect-go's handler wants
 // a JSON object and a Content-Type, so it is given both.
-func (s *Server) serveUsage(w *call.Recorder, r *http.Request, c classify.Call, p *identity.Principal, admitted *limits.Admission) {
+func (s *Server) serveUsage(w *call.Recorder, r *http.Request, c wire.Call, p *identity.Principal, admitted *limits.Admission) {
 	w.AnswersItself()
 	r = r.WithContext(limits.WithUsageCaller(r.Context(), p, admitted, w.End))
 	if c.UnaryConnect && c.JSON && r.Method == http.MethodPost && r.ContentLength == 0 {

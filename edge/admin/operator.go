@@ -17,10 +17,10 @@ import (
 
 	"github.com/orgedge/edge/config"
 	"github.com/orgedge/edge/edge/authn"
-	"github.com/orgedge/edge/edge/classify"
 	"github.com/orgedge/edge/edge/idempotency"
 	"github.com/orgedge/edge/edge/limits"
 	"github.com/orgedge/edge/edge/ratelimit"
+	"github.com/orgedge/edge/edge/wire"
 	"github.com/orgedge/edge/identity"
 )
 
@@ -211,7 +211,7 @@ func (o *operator) fromBrowser(r *http.Request, changes bool) (int, error) {
 		return http.StatusForbidden, fmt.Errorf("calls from other sites (Sec-Fetch-Site: %s) are refused", clip(site))
 	}
 	if changes {
-		if mt, ok := classify.MediaType(r.Header); !ok || mt != "application/json" {
+		if mt, ok := wire.MediaType(r.Header); !ok || mt != "application/json" {
 			return http.StatusUnsupportedMediaType, errors.New("send Content-Type: application/json")
 		}
 	}

@@ -13,7 +13,6 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
-	"github.com/orgedge/edge/edge/classify"
 	"github.com/orgedge/edge/edge/wire"
 )
 
@@ -25,20 +24,18 @@ import (
 // grpc-status-details-bin). ok is false for a content type that is no
 // stream of Connect, gRPC or gRPC-Web.
 func EndStream(h http.Header, err *connect.Error) (body []byte, trailer http.Header, ok bool) {
-	mt, ok := classify.MediaType(h)
-	if !ok {
-		return nil, nil, false
-	}
+	m, ok := wire.MediaOf(h)
 	switch {
-	case strings.HasPrefix(mt, "application/connect+"):
+	case !ok:
+	case m.Protocol == wire.Connect && !m.Unary:
 		return connectEndStream(err), nil, true
-	case strings.HasPrefix(mt, "application/grpc-web"):
+	case m.Protocol == wire.GRPCWeb:
 		frame := grpcWebTrailers(err)
-		if strings.HasPrefix(mt, "application/grpc-web-text") {
+		if m.Text {
 			frame = []byte(base64.StdEncoding.EncodeToString(frame))
 		}
 		return frame, nil, true
-	case mt == "application/grpc" || strings.HasPrefix(mt, "application/grpc+"):
+	case m.Protocol == wire.GRPC:
 		return nil, grpcTrailers(err), true
 	}
 	return nil, nil, false

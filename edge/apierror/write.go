@@ -8,22 +8,12 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 
-	"github.com/orgedge/edge/edge/classify"
+	"github.com/orgedge/edge/edge/wire"
 )
 
 // errorWriter writes every protocol but unary JSON; it is safe for
 // concurrent use.
 var errorWriter = connect.NewErrorWriter()
-
-// acceptPost lists the content types the edge serves, sorted, in the form
-// connect-go's handler sends with a 415 (it lists "; charset=utf-8" forms
-// separately). gRPC-Web text is the edge's addition: connect-go does not
-// serve it.
-const acceptPost = "application/connect+json, application/connect+json; charset=utf-8, application/connect+proto, " +
-	"application/grpc, application/grpc+json, application/grpc+json; charset=utf-8, application/grpc+proto, " +
-	"application/grpc-web, application/grpc-web+json, application/grpc-web+json; charset=utf-8, application/grpc-web+proto, " +
-	"application/grpc-web-text, application/grpc-web-text+json, application/grpc-web-text+proto, " +
-	"application/json, application/json; charset=utf-8, application/proto"
 
 // protocol is how an error must be written to a request.
 type protocol int
@@ -35,25 +25,6 @@ const (
 	grpc                 // gRPC: a Trailers-Only response, written here
 	grpcWebText          // gRPC-Web text: a trailers-only response
 )
-
-// mediaTypes maps each content type the edge serves (without parameters) to
-// how its errors are written. It lists exactly the codecs the edge serves, so
-// application/grpc+xml is unsupported, as connect-go's handler says.
-var mediaTypes = map[string]protocol{
-	"application/json":                unaryJSON,
-	"application/proto":               rpc,
-	"application/connect+json":        rpc,
-	"application/connect+proto":       rpc,
-	"application/grpc":                grpc,
-	"application/grpc+proto":          grpc,
-	"application/grpc+json":           grpc,
-	"application/grpc-web":            rpc,
-	"application/grpc-web+proto":      rpc,
-	"application/grpc-web+json":       rpc,
-	"application/grpc-web-text":       grpcWebText,
-	"application/grpc-web-text+proto": grpcWebText,
-	"application/grpc-web-text+json":  grpcWebText,
-}
 
 func protocolOf(r *http.Request) protocol {
 	switch r.Method {
@@ -68,14 +39,21 @@ func protocolOf(r *http.Request) protocol {
 	default:
 		return unsupported
 	}
-	if classify.Bodiless(r) {
+	if wire.Bodiless(r) {
 		return unaryJSON
 	}
-	mt, ok := classify.MediaType(r.Header)
-	if !ok {
+	m, ok := wire.MediaOf(r.Header)
+	switch {
+	case !ok:
 		return unsupported
+	case m.Text:
+		return grpcWebText
+	case m.Protocol == wire.HTTP:
+		return unaryJSON
+	case m.Protocol == wire.GRPC:
+		return grpc
 	}
-	return mediaTypes[mt]
+	return rpc
 }
 
 // Write writes err in the protocol of r: the specification's JSON body with
@@ -163,7 +141,7 @@ func retryDelayMillis(err *connect.Error) (int64, bool) {
 // the API carries one ErrorInfo, and a caller in no protocol reads JSON if
 // anything.
 func WriteUnsupportedMediaType(w http.ResponseWriter) {
-	w.Header().Set("Accept-Post", acceptPost)
+	w.Header().Set("Accept-Post", wire.AcceptPost())
 	writeStatic(w, http.StatusUnsupportedMediaType, unsupportedMediaTypeBody)
 }
 

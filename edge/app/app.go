@@ -26,7 +26,6 @@ import (
 	"github.com/orgedge/edge/edge"
 	"github.com/orgedge/edge/edge/admin"
 	"github.com/orgedge/edge/edge/authn"
-	"github.com/orgedge/edge/edge/classify"
 	"github.com/orgedge/edge/edge/conns"
 	"github.com/orgedge/edge/edge/cors"
 	"github.com/orgedge/edge/edge/early"
@@ -39,6 +38,7 @@ import (
 	"github.com/orgedge/edge/edge/reflection"
 	"github.com/orgedge/edge/edge/topk"
 	"github.com/orgedge/edge/edge/webtext"
+	"github.com/orgedge/edge/edge/wire"
 	"github.com/orgedge/edge/identity"
 	"github.com/orgedge/edge/internal/certfile"
 )
@@ -131,7 +131,7 @@ func New(cfg *config.Config, log *slog.Logger, version string, opts ...Option) (
 	})
 
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	procs := classify.Procedures{}
+	procs := wire.Procedures{}
 	for name, info := range config.Procedures() {
 		procs[name] = info.Streaming()
 	}

@@ -6,7 +6,7 @@
 // through the chain, and Of panics on it rather than invent fresh state.
 //
 // It is not where a call's result is worked out from the bytes that went
-// out (edge/result, which Recorder.Result asks), nor where it is counted
+// out (wire.Of, which Recorder.Result asks), nor where it is counted
 // (edge/observe).
 package call
 
@@ -17,14 +17,14 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/orgedge/edge/edge/classify"
 	"github.com/orgedge/edge/edge/limits"
 	"github.com/orgedge/edge/edge/reqbody"
+	"github.com/orgedge/edge/edge/wire"
 )
 
 // State is what an admitted call carries through the proxy's hooks.
 type State struct {
-	Call     classify.Call
+	Call     wire.Call
 	Rec      *Recorder
 	Admitted *limits.Admission
 	// Expires is a stream's end: its token's expiry plus the clock skew

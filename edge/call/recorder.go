@@ -10,9 +10,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 
 	"github.com/orgedge/edge/edge/apierror"
-	"github.com/orgedge/edge/edge/classify"
 	"github.com/orgedge/edge/edge/limits"
-	"github.com/orgedge/edge/edge/result"
 	"github.com/orgedge/edge/edge/wire"
 	"github.com/orgedge/edge/identity"
 )
@@ -43,7 +41,7 @@ type Recorder struct {
 	upstream atomic.Int64
 	// reason says which dependency an unavailable answer is about.
 	reason string
-	// What result.Of reads the answer's code from: the body's envelopes
+	// What wire.Of reads the answer's code from: the body's envelopes
 	// (gRPC-Web, Connect streams), an error body, the bytes written.
 	frames  *wire.Frames
 	errBody []byte
@@ -63,8 +61,8 @@ type Recorder struct {
 }
 
 // NewRecorder records what goes out to w for call c.
-func NewRecorder(w http.ResponseWriter, c classify.Call) *Recorder {
-	return &Recorder{ResponseWriter: w, frames: result.NewFrames(c), streaming: c.Streaming}
+func NewRecorder(w http.ResponseWriter, c wire.Call) *Recorder {
+	return &Recorder{ResponseWriter: w, frames: wire.NewFrames(c), streaming: c.Streaming}
 }
 
 // Status is the HTTP status that went out (0: none yet).
@@ -217,8 +215,8 @@ func (r *Recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 // A client that left before its answer was complete gets canceled: not the
 // service's failure, and not a success either. Else the code is the edge's
 // own answer (End), else the code of a replayed answer, else what
-// result.Of reads from the answer that went out.
-func (r *Recorder) Result(c classify.Call, clientGone bool) string {
+// wire.Of reads from the answer that went out.
+func (r *Recorder) Result(c wire.Call, clientGone bool) string {
 	code := r.answerCode(c)
 	if clientGone && (r.status == 0 || r.WasCut() || ServerFault(code)) {
 		return "canceled"
@@ -226,7 +224,7 @@ func (r *Recorder) Result(c classify.Call, clientGone bool) string {
 	return code
 }
 
-func (r *Recorder) answerCode(c classify.Call) string {
+func (r *Recorder) answerCode(c wire.Call) string {
 	if r.ended != nil {
 		return r.ended.Code().String()
 	}
@@ -234,13 +232,13 @@ func (r *Recorder) answerCode(c classify.Call) string {
 		return r.replayCode
 	}
 	h := r.Header()
-	code, ending := result.Of(c, result.Answer{Status: r.status, Header: h, Trailer: h, Frames: r.frames,
+	code, ending := wire.Of(c, wire.Answer{Status: r.status, Header: h, Trailer: h, Frames: r.frames,
 		Body: r.errBody, BodyOver: r.errOver, Written: r.written})
 	switch ending {
-	case result.Whole:
-		return result.CodeName(code)
-	case result.Unknowable:
-		return result.CodeName(result.HTTPCode(r.status))
+	case wire.Whole:
+		return wire.CodeName(code)
+	case wire.Unknowable:
+		return wire.CodeName(wire.HTTPCode(r.status))
 	}
 	return "unknown" // cut short: no status reached the client
 }

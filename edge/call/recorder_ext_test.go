@@ -16,8 +16,8 @@ import (
 	"github.com/orgedge/edge/config"
 	"github.com/orgedge/edge/edge/apierror"
 	"github.com/orgedge/edge/edge/call"
-	"github.com/orgedge/edge/edge/classify"
 	"github.com/orgedge/edge/edge/limits"
+	"github.com/orgedge/edge/edge/wire"
 	svcv1 "github.com/orgedge/edge/gen/svc/v1"
 	"github.com/orgedge/edge/gen/svc/v1/svcv1connect"
 	"github.com/orgedge/edge/identity"
@@ -35,12 +35,12 @@ type recorded struct {
 // state in its context, as the chain does before any step runs, and
 // reports what the Recorder recorded once next has returned.
 func chain(next http.Handler, results chan<- recorded) http.Handler {
-	procs := classify.Procedures{}
+	procs := wire.Procedures{}
 	for name, info := range config.Procedures() {
 		procs[name] = info.Streaming()
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c, problem := classify.Classify(r, procs)
+		c, problem := wire.Classify(r, procs)
 		if problem != 0 {
 			http.Error(w, "not classified", http.StatusBadRequest)
 			return
@@ -307,10 +307,10 @@ func TestAnAnswerCutShortIsUnknown(t *testing.T) {
 }
 
 func TestAReplayIsRecordedWithTheStoredCode(t *testing.T) {
-	rec := call.NewRecorder(httptest.NewRecorder(), classify.Call{Protocol: classify.Connect, UnaryConnect: true})
+	rec := call.NewRecorder(httptest.NewRecorder(), wire.Call{Protocol: wire.Connect, UnaryConnect: true})
 	rec.SetReplayedCode("failed_precondition")
 	rec.WriteHeader(http.StatusBadRequest)
-	c := classify.Call{Protocol: classify.Connect, UnaryConnect: true}
+	c := wire.Call{Protocol: wire.Connect, UnaryConnect: true}
 	if got := rec.Result(c, false); got != "failed_precondition" {
 		t.Fatalf("Result %q, want the stored failed_precondition (400 alone would say invalid_argument)", got)
 	}
@@ -324,7 +324,7 @@ func TestAReplayIsRecordedWithTheStoredCode(t *testing.T) {
 
 func TestTheStatusIsTheFirstThatWentOut(t *testing.T) {
 	w := httptest.NewRecorder()
-	rec := call.NewRecorder(w, classify.Call{Protocol: classify.HTTP, UnaryConnect: true, JSON: true})
+	rec := call.NewRecorder(w, wire.Call{Protocol: wire.HTTP, UnaryConnect: true, JSON: true})
 	if rec.Status() != 0 {
 		t.Fatalf("Status %d before anything went out", rec.Status())
 	}
@@ -339,7 +339,7 @@ func TestTheStatusIsTheFirstThatWentOut(t *testing.T) {
 }
 
 func TestAConnectErrorBodyTooLargeToKeepIsJudgedByItsStatus(t *testing.T) {
-	c := classify.Call{Protocol: classify.Connect, UnaryConnect: true, JSON: true}
+	c := wire.Call{Protocol: wire.Connect, UnaryConnect: true, JSON: true}
 	rec := call.NewRecorder(httptest.NewRecorder(), c)
 	rec.Header().Set("Content-Type", "application/json")
 	rec.WriteHeader(http.StatusNotFound)
@@ -368,7 +368,7 @@ func TestTheDeadlineOriginSaysWhoseDeadlineRanOut(t *testing.T) {
 		{true, true, true, call.DeadlineByClient},
 		{true, false, true, call.DeadlineInBackend},
 	} {
-		rec := call.NewRecorder(httptest.NewRecorder(), classify.Call{Protocol: classify.GRPC, Streaming: tc.streaming})
+		rec := call.NewRecorder(httptest.NewRecorder(), wire.Call{Protocol: wire.GRPC, Streaming: tc.streaming})
 		rec.SetClientDeadline(tc.clientDeadline)
 		if tc.sent {
 			rec.Sent()
@@ -380,7 +380,7 @@ func TestTheDeadlineOriginSaysWhoseDeadlineRanOut(t *testing.T) {
 }
 
 func TestTheEndAStepRecordsWinsOverWhatWentOut(t *testing.T) {
-	c := classify.Call{Protocol: classify.GRPC, Streaming: true}
+	c := wire.Call{Protocol: wire.GRPC, Streaming: true}
 	rec := call.NewRecorder(httptest.NewRecorder(), c)
 	rec.Header().Set("Grpc-Status", "0")
 	rec.WriteHeader(http.StatusOK)
@@ -429,7 +429,7 @@ func TestRequestIDKeepsAWellFormedIDAndMakesOneOtherwise(t *testing.T) {
 }
 
 func TestACallWhoseClientLeftIsCanceledUnlessItsAnswerWentOutWhole(t *testing.T) {
-	c := classify.Call{Protocol: classify.GRPC}
+	c := wire.Call{Protocol: wire.GRPC}
 	for _, tc := range []struct {
 		name   string
 		answer func(*call.Recorder)

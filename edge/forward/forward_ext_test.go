@@ -15,10 +15,10 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/orgedge/edge/edge/call"
-	"github.com/orgedge/edge/edge/classify"
 	"github.com/orgedge/edge/edge/forward"
 	"github.com/orgedge/edge/edge/observe"
 	"github.com/orgedge/edge/edge/proxy"
+	"github.com/orgedge/edge/edge/wire"
 )
 
 // The step alone, with a fake backend in place of the pool: what a Connect
@@ -28,7 +28,7 @@ type backendFunc func(*http.Request) (*http.Response, error)
 
 func (f backendFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
-var getOrg = classify.Call{Protocol: classify.Connect, Procedure: "/svc.v1.OrganizationService/GetOrganization",
+var getOrg = wire.Call{Protocol: wire.Connect, Procedure: "/svc.v1.OrganizationService/GetOrganization",
 	Service: "svc.v1.OrganizationService", Method: "GetOrganization", JSON: true, UnaryConnect: true}
 
 // forwardOnce sends one Connect JSON call through the step to backend and

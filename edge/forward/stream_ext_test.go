@@ -15,9 +15,9 @@ import (
 
 	"github.com/orgedge/edge/config"
 	"github.com/orgedge/edge/edge/call"
-	"github.com/orgedge/edge/edge/classify"
 	"github.com/orgedge/edge/edge/forward"
 	"github.com/orgedge/edge/edge/observe"
+	"github.com/orgedge/edge/edge/wire"
 	svcv1 "github.com/orgedge/edge/gen/svc/v1"
 	"github.com/orgedge/edge/gen/svc/v1/svcv1connect"
 	"github.com/orgedge/edge/identity"
@@ -77,13 +77,13 @@ func streamEdge(t *testing.T, w watcher, expires time.Time) (*forward.Step, stri
 	}
 	step := forward.New(forward.Options{Upstream: up, Transport: h2cClient(t).Transport, Tracing: observe.NewTracing(nil),
 		Logger: slog.New(slog.DiscardHandler), StreamWriteTimeout: 10 * time.Second})
-	procs := classify.Procedures{}
+	procs := wire.Procedures{}
 	for name, info := range config.Procedures() {
 		procs[name] = info.Streaming()
 	}
 	results := make(chan ended, 4)
 	front := h2cServer(t, http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		c, problem := classify.Classify(r, procs)
+		c, problem := wire.Classify(r, procs)
 		if problem != 0 {
 			http.Error(rw, "not classified", http.StatusBadRequest)
 			return

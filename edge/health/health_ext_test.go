@@ -18,8 +18,8 @@ import (
 
 	"github.com/orgedge/edge/edge/admin"
 	"github.com/orgedge/edge/edge/call"
-	"github.com/orgedge/edge/edge/classify"
 	"github.com/orgedge/edge/edge/health"
+	"github.com/orgedge/edge/edge/wire"
 )
 
 // client puts the handler alone behind a cleartext HTTP/2 server, as the
@@ -31,7 +31,7 @@ func client(t *testing.T, o health.Options) healthpb.HealthClient {
 	// A stand-in for the chain, which gives every call its state (a
 	// Watch's record must know a stream the edge's shutdown ended).
 	chain := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c := classify.Call{Protocol: classify.GRPC, Procedure: r.URL.Path, Streaming: strings.HasSuffix(r.URL.Path, "/Watch")}
+		c := wire.Call{Protocol: wire.GRPC, Procedure: r.URL.Path, Streaming: strings.HasSuffix(r.URL.Path, "/Watch")}
 		rec := call.NewRecorder(w, c)
 		h.ServeHTTP(rec, r.WithContext(call.With(r.Context(), &call.State{Call: c, Rec: rec})))
 	})

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/orgedge/edge/edge/classify"
 	"github.com/orgedge/edge/edge/idempotency"
+	"github.com/orgedge/edge/edge/wire"
 	"github.com/orgedge/edge/internal/testenv"
 )
 
@@ -20,7 +20,7 @@ func BenchmarkReplay(b *testing.B) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"id":"org_1","name":"acme"}`))
 	})
-	call := classify.Call{Protocol: classify.HTTP, Procedure: "/svc.v1.OrganizationService/CreateOrganization",
+	call := wire.Call{Protocol: wire.HTTP, Procedure: "/svc.v1.OrganizationService/CreateOrganization",
 		Service: "svc.v1.OrganizationService", Method: "CreateOrganization", JSON: true, UnaryConnect: true}
 	send := func() (idempotency.Outcome, *httptest.ResponseRecorder) {
 		r := httptest.NewRequest("POST", call.Procedure, strings.NewReader(`{"name":"acme"}`))

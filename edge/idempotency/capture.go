@@ -2,14 +2,11 @@ package idempotency
 
 import (
 	"bytes"
-	"encoding/base64"
 	"net/http"
 	"strings"
 
 	"connectrpc.com/connect"
 
-	"github.com/orgedge/edge/edge/classify"
-	"github.com/orgedge/edge/edge/result"
 	"github.com/orgedge/edge/edge/wire"
 )
 
@@ -44,12 +41,12 @@ type capture struct {
 	gone    bool // a write to the client failed: nothing more is passed on
 	held    byte // the last byte written, not yet passed on
 	holding bool
-	frames  *wire.Frames // the body's envelopes, for result.Of
+	frames  *wire.Frames // the body's envelopes, for wire.Of
 	trailer http.Header  // set by finish
 }
 
-func newCapture(w http.ResponseWriter, max int, call classify.Call) *capture {
-	return &capture{w: w, header: make(http.Header), max: max, frames: result.NewFrames(call)}
+func newCapture(w http.ResponseWriter, max int, call wire.Call) *capture {
+	return &capture{w: w, header: make(http.Header), max: max, frames: wire.NewFrames(call)}
 }
 
 func (c *capture) Header() http.Header { return c.header }
@@ -168,35 +165,10 @@ func declaredTrailers(h http.Header) map[string]bool {
 	return m
 }
 
-// result tells how the call ended (result.Of), and its code when the
+// result tells how the call ended (wire.Of), and its code when the
 // ending is whole.
-func (c *capture) result(call classify.Call) (connect.Code, result.Ending) {
-	a := result.Answer{Status: c.status, Header: c.snap, Trailer: c.trailer, Frames: c.frames,
+func (c *capture) result(call wire.Call) (connect.Code, wire.Ending) {
+	a := wire.Answer{Status: c.status, Header: c.snap, Trailer: c.trailer, Frames: c.frames,
 		Body: c.body.Bytes(), BodyOver: c.over, Written: c.written}
-	if call.Protocol == classify.GRPCWeb && c.snap.Get("Grpc-Status") == "" &&
-		strings.HasPrefix(c.snap.Get("Content-Type"), "application/grpc-web-text") {
-		// Base64: the frames are read from the body kept, decoded.
-		if c.over {
-			return 0, result.Unknowable
-		}
-		a.Frames = result.NewFrames(call)
-		a.Frames.Feed(decodeWebText(c.body.Bytes()))
-	}
-	return result.Of(call, a)
-}
-
-// decodeWebText decodes a gRPC-Web text body: base64, possibly several
-// padded chunks one after the other, so it decodes four characters at a
-// time. What does not decode is dropped, and the frames then do not add up.
-func decodeWebText(b []byte) []byte {
-	out := make([]byte, 0, len(b)/4*3)
-	var q [3]byte
-	for i := 0; i+4 <= len(b); i += 4 {
-		n, err := base64.StdEncoding.Decode(q[:], b[i:i+4])
-		if err != nil {
-			return out
-		}
-		out = append(out, q[:n]...)
-	}
-	return out
+	return wire.Of(call, a)
 }

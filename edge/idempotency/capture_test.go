@@ -3,7 +3,6 @@ package idempotency
 import (
 	"bytes"
 	"compress/gzip"
-	"encoding/base64"
 	"encoding/binary"
 	"net/http"
 	"net/http/httptest"
@@ -12,8 +11,7 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/orgedge/edge/edge/classify"
-	"github.com/orgedge/edge/edge/result"
+	"github.com/orgedge/edge/edge/wire"
 )
 
 func frame(flags byte, payload string) []byte {
@@ -21,14 +19,6 @@ func frame(flags byte, payload string) []byte {
 	b[0] = flags
 	binary.BigEndian.PutUint32(b[1:], uint32(len(payload)))
 	return append(b, payload...)
-}
-
-func TestDecodeWebTextReadsConcatenatedChunks(t *testing.T) {
-	a, b := frame(0, "hello"), frame(0x80, "grpc-status: 0\r\n")
-	text := base64.StdEncoding.EncodeToString(a) + base64.StdEncoding.EncodeToString(b)
-	if got := decodeWebText([]byte(text)); !bytes.Equal(got, append(bytes.Clone(a), b...)) {
-		t.Fatalf("decodeWebText = %q", got)
-	}
 }
 
 func gzipped(s string) string {
@@ -40,19 +30,19 @@ func gzipped(s string) string {
 }
 
 var (
-	grpcCall    = classify.Call{Protocol: classify.GRPC, Procedure: "/svc.v1.S/M"}
-	webCall     = classify.Call{Protocol: classify.GRPCWeb, Procedure: "/svc.v1.S/M"}
-	connectCall = classify.Call{Protocol: classify.Connect, Procedure: "/svc.v1.S/M", UnaryConnect: true}
+	grpcCall    = wire.Call{Protocol: wire.GRPC, Procedure: "/svc.v1.S/M"}
+	webCall     = wire.Call{Protocol: wire.GRPCWeb, Procedure: "/svc.v1.S/M"}
+	connectCall = wire.Call{Protocol: wire.Connect, Procedure: "/svc.v1.S/M", UnaryConnect: true}
 )
 
 func TestCaptureResult(t *testing.T) {
 	tests := []struct {
 		name  string
-		call  classify.Call
+		call  wire.Call
 		max   int
 		write func(w http.ResponseWriter)
 		code  connect.Code
-		end   result.Ending
+		end   wire.Ending
 	}{
 		{"grpc declared trailers", grpcCall, 1 << 10, func(w http.ResponseWriter) {
 			w.Header().Set("Content-Type", "application/grpc")
@@ -60,73 +50,63 @@ func TestCaptureResult(t *testing.T) {
 			w.WriteHeader(200)
 			_, _ = w.Write(frame(0, "msg"))
 			w.Header().Set("Grpc-Status", "0")
-		}, result.OK, result.Whole},
+		}, wire.OK, wire.Whole},
 		{"grpc prefixed trailers", grpcCall, 1 << 10, func(w http.ResponseWriter) {
 			w.WriteHeader(200)
 			_, _ = w.Write(frame(0, "msg"))
 			w.Header().Set(http.TrailerPrefix+"Grpc-Status", "6")
-		}, connect.CodeAlreadyExists, result.Whole},
+		}, connect.CodeAlreadyExists, wire.Whole},
 		{"grpc trailers-only", grpcCall, 1 << 10, func(w http.ResponseWriter) {
 			w.Header().Set("Grpc-Status", "14")
 			w.WriteHeader(200)
-		}, connect.CodeUnavailable, result.Whole},
+		}, connect.CodeUnavailable, wire.Whole},
 		{"grpc without a status", grpcCall, 1 << 10, func(w http.ResponseWriter) {
 			w.WriteHeader(200)
 			_, _ = w.Write(frame(0, "msg"))
-		}, 0, result.CutShort},
+		}, 0, wire.CutShort},
 		{"grpc too large, status known", grpcCall, 4, func(w http.ResponseWriter) {
 			w.Header().Set("Trailer", "Grpc-Status")
 			w.WriteHeader(200)
 			_, _ = w.Write(frame(0, "a long message"))
 			w.Header().Set("Grpc-Status", "0")
-		}, result.OK, result.Whole},
+		}, wire.OK, wire.Whole},
 		{"grpc-web too large, status in the trailer frame", webCall, 8, func(w http.ResponseWriter) {
 			w.Header().Set("Content-Type", "application/grpc-web+proto")
 			w.WriteHeader(200)
 			_, _ = w.Write(frame(0, "a long message"))
 			_, _ = w.Write(frame(0x80, "grpc-status: 5\r\n"))
-		}, connect.CodeNotFound, result.Whole},
+		}, connect.CodeNotFound, wire.Whole},
 		{"grpc-web gzip, trailer frame compressed", webCall, 1 << 10, func(w http.ResponseWriter) {
 			w.Header().Set("Content-Type", "application/grpc-web+proto")
 			w.Header().Set("Grpc-Encoding", "gzip")
 			w.WriteHeader(200)
 			_, _ = w.Write(frame(0x01, gzipped("message")))
 			_, _ = w.Write(frame(0x81, gzipped("grpc-status: 6\r\ngrpc-message: taken\r\n")))
-		}, connect.CodeAlreadyExists, result.Whole},
-		{"grpc-web text", webCall, 1 << 10, func(w http.ResponseWriter) {
-			w.Header().Set("Content-Type", "application/grpc-web-text")
-			w.WriteHeader(200)
-			_, _ = w.Write([]byte(base64.StdEncoding.EncodeToString(frame(0x80, "grpc-status: 3\r\n"))))
-		}, connect.CodeInvalidArgument, result.Whole},
-		{"grpc-web text too large", webCall, 4, func(w http.ResponseWriter) {
-			w.Header().Set("Content-Type", "application/grpc-web-text")
-			w.WriteHeader(200)
-			_, _ = w.Write([]byte(base64.StdEncoding.EncodeToString(frame(0x80, "grpc-status: 0\r\n"))))
-		}, 0, result.Unknowable},
+		}, connect.CodeAlreadyExists, wire.Whole},
 		{"connect success", connectCall, 1 << 10, func(w http.ResponseWriter) {
 			w.Header().Set("Content-Length", "2")
 			_, _ = w.Write([]byte("{}"))
-		}, result.OK, result.Whole},
+		}, wire.OK, wire.Whole},
 		{"connect success too large", connectCall, 1, func(w http.ResponseWriter) {
 			_, _ = w.Write([]byte(`{"name":"x"}`))
-		}, result.OK, result.Whole},
+		}, wire.OK, wire.Whole},
 		{"connect body shorter than its Content-Length", connectCall, 1 << 10, func(w http.ResponseWriter) {
 			w.Header().Set("Content-Length", "10")
 			_, _ = w.Write([]byte("{}"))
-		}, 0, result.CutShort},
+		}, 0, wire.CutShort},
 		{"connect error", connectCall, 1 << 10, func(w http.ResponseWriter) {
 			w.WriteHeader(409)
 			_, _ = w.Write([]byte(`{"code":"already_exists","message":"taken"}`))
-		}, connect.CodeAlreadyExists, result.Whole},
+		}, connect.CodeAlreadyExists, wire.Whole},
 		{"connect error too large", connectCall, 4, func(w http.ResponseWriter) {
 			w.WriteHeader(400)
 			_, _ = w.Write([]byte(`{"code":"invalid_argument"}`))
-		}, 0, result.Unknowable},
+		}, 0, wire.Unknowable},
 		{"an error that is not Connect's", connectCall, 1 << 10, func(w http.ResponseWriter) {
 			w.WriteHeader(502)
 			_, _ = w.Write([]byte("bad gateway"))
-		}, connect.CodeUnavailable, result.Whole}, // as a Connect client reads it
-		{"nothing written", connectCall, 1 << 10, func(http.ResponseWriter) {}, 0, result.CutShort},
+		}, connect.CodeUnavailable, wire.Whole}, // as a Connect client reads it
+		{"nothing written", connectCall, 1 << 10, func(http.ResponseWriter) {}, 0, wire.CutShort},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -215,11 +195,11 @@ func TestServeLeavesCallsItDoesNotApplyTo(t *testing.T) {
 		name     string
 		key      string
 		eligible bool
-		call     classify.Call
+		call     wire.Call
 	}{
 		{"no header", "", true, connectCall},
 		{"not honored by the operation table", "k", false, connectCall},
-		{"streaming", "k", true, classify.Call{Protocol: classify.Connect, Procedure: "/svc.v1.S/Watch", Streaming: true}},
+		{"streaming", "k", true, wire.Call{Protocol: wire.Connect, Procedure: "/svc.v1.S/Watch", Streaming: true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/orgedge/edge/edge/classify"
+	"github.com/orgedge/edge/edge/wire"
 )
 
 // WillReplay reports whether Serve will answer r from a completed call's
@@ -19,7 +19,7 @@ import (
 // operation table honors the key on c's procedure. On a nil Step (the step
 // off), or when Redis cannot tell, it is false: the call goes through every
 // limit.
-func (s *Step) WillReplay(ctx context.Context, r *http.Request, c classify.Call, subject string, eligible bool) bool {
+func (s *Step) WillReplay(ctx context.Context, r *http.Request, c wire.Call, subject string, eligible bool) bool {
 	if s == nil || c.Streaming || !eligible || len(r.Header.Values(HeaderKey)) == 0 {
 		return false
 	}
@@ -34,7 +34,7 @@ func (s *Step) WillReplay(ctx context.Context, r *http.Request, c classify.Call,
 // quotas) to r. It looks only: it reserves nothing, and it says false for a
 // missing or invalid key and for a call still in flight. One Redis call,
 // bounded by Timeout.
-func (s *Step) Completed(ctx context.Context, r *http.Request, c classify.Call, subject string) (bool, error) {
+func (s *Step) Completed(ctx context.Context, r *http.Request, c wire.Call, subject string) (bool, error) {
 	key, ok := parseKey(r.Header.Values(HeaderKey))
 	if !ok {
 		return false, nil

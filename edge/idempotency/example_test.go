@@ -11,8 +11,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/orgedge/edge/edge/apierror"
-	"github.com/orgedge/edge/edge/classify"
 	"github.com/orgedge/edge/edge/idempotency"
+	"github.com/orgedge/edge/edge/wire"
 )
 
 // The edge's chain calls the step after authentication, authorization and
@@ -29,7 +29,7 @@ func ExampleStep_Serve() {
 	step := idempotency.New(rdb, idempotency.Options{TTL: 24 * time.Hour, Timeout: time.Second /* production: 50ms */})
 
 	const create = "/svc.v1.OrganizationService/CreateOrganization"
-	procs := classify.Procedures{create: false} // from config.Procedures()
+	procs := wire.Procedures{create: false} // from config.Procedures()
 	ran := 0
 	proxy := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { // edge/proxy
 		ran++
@@ -37,7 +37,7 @@ func ExampleStep_Serve() {
 		_, _ = fmt.Fprintf(w, `{"id":"org_%d","name":"acme"}`, ran)
 	})
 	chain := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		call, problem := classify.Classify(r, procs)
+		call, problem := wire.Classify(r, procs)
 		if problem != 0 {
 			return // the chain answers it
 		}

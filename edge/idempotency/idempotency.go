@@ -156,8 +156,6 @@ import (
 
 	"github.com/orgedge/edge/config"
 	"github.com/orgedge/edge/edge/apierror"
-	"github.com/orgedge/edge/edge/classify"
-	"github.com/orgedge/edge/edge/result"
 	"github.com/orgedge/edge/edge/wire"
 )
 
@@ -310,7 +308,7 @@ func or[T int | int64 | time.Duration](v, def T) T {
 // When it forwards a call with a key, next gets r with its body read into
 // memory (up to MaxRequestBytes, r.ContentLength set) and without the
 // headers by which a client accepts a compressed answer.
-func (s *Step) Serve(w http.ResponseWriter, r *http.Request, c classify.Call, subject string, eligible, replayOnly bool, next http.Handler) (Outcome, *connect.Error) {
+func (s *Step) Serve(w http.ResponseWriter, r *http.Request, c wire.Call, subject string, eligible, replayOnly bool, next http.Handler) (Outcome, *connect.Error) {
 	values := r.Header.Values(HeaderKey)
 	if len(values) == 0 || !eligible || c.Streaming {
 		next.ServeHTTP(w, r)
@@ -387,7 +385,7 @@ func (s *Step) Serve(w http.ResponseWriter, r *http.Request, c classify.Call, su
 }
 
 // forward runs the first request of a key and records its outcome.
-func (s *Step) forward(w http.ResponseWriter, r *http.Request, c classify.Call, entry, token string, next http.Handler) Outcome {
+func (s *Step) forward(w http.ResponseWriter, r *http.Request, c wire.Call, entry, token string, next http.Handler) Outcome {
 	for _, h := range wire.CompressionHeaders {
 		r.Header.Del(h)
 	}
@@ -424,7 +422,7 @@ func (s *Step) forward(w http.ResponseWriter, r *http.Request, c classify.Call, 
 	defer cw.end()
 
 	code, end := cw.result(c)
-	if end == result.CutShort || end == result.Whole && !kept(code) {
+	if end == wire.CutShort || end == wire.Whole && !kept(code) {
 		s.release(ctx, entry, token)
 		return NotStored
 	}
@@ -432,8 +430,8 @@ func (s *Step) forward(w http.ResponseWriter, r *http.Request, c classify.Call, 
 	// so that a duplicate never runs the call again because of the bound.
 	name := "unknown"
 	var resp *encoded
-	if end == result.Whole {
-		name = result.CodeName(code)
+	if end == wire.Whole {
+		name = wire.CodeName(code)
 		if !cw.over {
 			if e, err := encodeResponse(stored(cw.snap), cw.trailer, cw.body.Bytes()); err == nil && e.size() <= s.maxResponse {
 				resp = e
@@ -457,7 +455,7 @@ func (s *Step) forward(w http.ResponseWriter, r *http.Request, c classify.Call, 
 // the errors that say the call does not and will not run as sent.
 func kept(code connect.Code) bool {
 	switch code {
-	case result.OK, connect.CodeInvalidArgument, connect.CodeNotFound, connect.CodeAlreadyExists,
+	case wire.OK, connect.CodeInvalidArgument, connect.CodeNotFound, connect.CodeAlreadyExists,
 		connect.CodePermissionDenied, connect.CodeFailedPrecondition, connect.CodeOutOfRange, connect.CodeUnimplemented:
 		return true
 	}

@@ -27,9 +27,9 @@ import (
 	"github.com/orgedge/edge/config"
 	"github.com/orgedge/edge/devissuer"
 	"github.com/orgedge/edge/edge/apierror"
-	"github.com/orgedge/edge/edge/classify"
 	"github.com/orgedge/edge/edge/idempotency"
 	"github.com/orgedge/edge/edge/proxy"
+	"github.com/orgedge/edge/edge/wire"
 	svcv1 "github.com/orgedge/edge/gen/svc/v1"
 	"github.com/orgedge/edge/gen/svc/v1/svcv1connect"
 	"github.com/orgedge/edge/identity"
@@ -46,7 +46,7 @@ type stack struct {
 	t        *testing.T
 	issuer   string
 	verifier *identity.Verifier
-	procs    classify.Procedures
+	procs    wire.Procedures
 	eligible map[string]bool
 
 	backendAddr string
@@ -64,7 +64,7 @@ func newStack(t *testing.T) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &stack{t: t, issuer: iss.URL(), verifier: v, procs: classify.Procedures{}, eligible: map[string]bool{}, handler: be.Service.Handler()}
+	s := &stack{t: t, issuer: iss.URL(), verifier: v, procs: wire.Procedures{}, eligible: map[string]bool{}, handler: be.Service.Handler()}
 	for name, info := range config.Procedures() {
 		s.procs[name] = info.Streaming()
 	}
@@ -153,7 +153,7 @@ func (s *stack) front(step *idempotency.Step) *front {
 		p.ServeHTTP(w, r)
 	})
 	chain := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		call, problem := classify.Classify(r, s.procs)
+		call, problem := wire.Classify(r, s.procs)
 		if problem != 0 {
 			http.Error(w, "unclassified", http.StatusBadRequest)
 			return
@@ -921,7 +921,7 @@ func TestASubjectHoldsAtMostMaxKeysThenNewKeysAreRefusedWithRetryAfter(t *testin
 
 func TestACallAdmittedAsAReplayWhoseOutcomeExpiredIsAbortedAndRunsNothing(t *testing.T) {
 	step := newStep(t, testenv.Redis(t), idempotency.Options{})
-	c := classify.Call{Protocol: classify.Connect, Procedure: createOrg, Service: "svc.v1.OrganizationService",
+	c := wire.Call{Protocol: wire.Connect, Procedure: createOrg, Service: "svc.v1.OrganizationService",
 		Method: "CreateOrganization", JSON: true, UnaryConnect: true}
 	key, subject := testenv.Unique("key"), testenv.Unique("subject")
 	send := func(replayOnly bool) (idempotency.Outcome, *connect.Error, bool) {

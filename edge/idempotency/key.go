@@ -8,7 +8,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/orgedge/edge/edge/classify"
+	"github.com/orgedge/edge/edge/wire"
 )
 
 // maxKeyLen bounds a key, after unquoting.
@@ -102,7 +102,7 @@ func contentType(r *http.Request) string {
 	if r.Method == http.MethodGet {
 		return "GET encoding=" + clip(r.URL.Query().Get("encoding"))
 	}
-	if mt, ok := classify.MediaType(r.Header); ok {
+	if mt, ok := wire.MediaType(r.Header); ok {
 		return mt
 	}
 	return clip(strings.ToLower(r.Header.Get("Content-Type")))

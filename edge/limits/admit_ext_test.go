@@ -18,11 +18,11 @@ import (
 
 	"github.com/orgedge/edge/config"
 	"github.com/orgedge/edge/edge/apierror"
-	"github.com/orgedge/edge/edge/classify"
 	"github.com/orgedge/edge/edge/limits"
 	"github.com/orgedge/edge/edge/policy"
 	"github.com/orgedge/edge/edge/quota"
 	"github.com/orgedge/edge/edge/ratelimit"
+	"github.com/orgedge/edge/edge/wire"
 	svcv1 "github.com/orgedge/edge/gen/svc/v1"
 	"github.com/orgedge/edge/gen/svc/v1/svcv1connect"
 	"github.com/orgedge/edge/identity"
@@ -101,7 +101,7 @@ func withPlan(name string, p config.Plan) func(*config.Limits) {
 	}
 }
 
-var getOrganization = classify.Call{Protocol: classify.Connect, Procedure: svcv1connect.OrganizationServiceGetOrganizationProcedure,
+var getOrganization = wire.Call{Protocol: wire.Connect, Procedure: svcv1connect.OrganizationServiceGetOrganizationProcedure,
 	Service: "svc.v1.OrganizationService", Method: "GetOrganization", UnaryConnect: true}
 
 func principal(plan string) *identity.Principal {
@@ -109,7 +109,7 @@ func principal(plan string) *identity.Principal {
 }
 
 // admit runs one call's admission and returns the headers it wrote.
-func admit(t *testing.T, l *limits.Step, c classify.Call, p *identity.Principal, rule *policy.Rule) (*limits.Admission, *connect.Error, http.Header) {
+func admit(t *testing.T, l *limits.Step, c wire.Call, p *identity.Principal, rule *policy.Rule) (*limits.Admission, *connect.Error, http.Header) {
 	t.Helper()
 	w := httptest.NewRecorder()
 	a, refusal := l.Admit(t.Context(), w, c, p, rule, l.Live())
@@ -198,7 +198,7 @@ func TestADailyCapRefusesWithItsOwnReason(t *testing.T) {
 func TestAnOperationsRateRefusesThatOperationOnly(t *testing.T) {
 	l, _ := newStep(t, config.FailOpen, nil)
 	p := principal("pro")
-	create := classify.Call{Protocol: classify.GRPC, Procedure: svcv1connect.OrganizationServiceCreateOrganizationProcedure,
+	create := wire.Call{Protocol: wire.GRPC, Procedure: svcv1connect.OrganizationServiceCreateOrganizationProcedure,
 		Service: "svc.v1.OrganizationService", Method: "CreateOrganization"}
 	rule := &policy.Rule{Operation: config.Operation{Procedure: create.Procedure, RatePerMinute: 1}}
 	if _, refusal, _ := admit(t, l, create, p, rule); refusal != nil {
@@ -236,7 +236,7 @@ func TestAShadowPlanAdmitsWhatItWouldRefuseAndCountsIt(t *testing.T) {
 func TestTheStreamCapRefusesUntilAStreamEnds(t *testing.T) {
 	l, _ := newStep(t, config.FailOpen, nil)
 	p := principal("pro")
-	watch := classify.Call{Protocol: classify.GRPC, Procedure: svcv1connect.EnvironmentServiceWatchEnvironmentProcedure,
+	watch := wire.Call{Protocol: wire.GRPC, Procedure: svcv1connect.EnvironmentServiceWatchEnvironmentProcedure,
 		Service: "svc.v1.EnvironmentService", Method: "WatchEnvironment", Streaming: true}
 	rule := &policy.Rule{Operation: config.Operation{Procedure: watch.Procedure, ConcurrentStreams: 1}}
 	first, refusal, _ := admit(t, l, watch, p, rule)
@@ -271,7 +271,7 @@ func TestTheEnvironmentQuotaIsHeldByAnswersAndGivenBackByFailures(t *testing.T) 
 	l, obs := newStep(t, config.FailOpen, withPlan("one", config.Plan{RequestsPerMinute: 600, Burst: 100, RequestsPerDay: 1000,
 		Quotas: config.Quotas{ConcurrentEnvironments: 1}}))
 	p := principal("one")
-	create := classify.Call{Protocol: classify.Connect, Procedure: svcv1connect.EnvironmentServiceCreateEnvironmentProcedure,
+	create := wire.Call{Protocol: wire.Connect, Procedure: svcv1connect.EnvironmentServiceCreateEnvironmentProcedure,
 		Service: "svc.v1.EnvironmentService", Method: "CreateEnvironment", UnaryConnect: true}
 	rule := &policy.Rule{Operation: config.Operation{Procedure: create.Procedure, Quota: config.QuotaReserveEnvironment}}
 
@@ -341,7 +341,7 @@ func TestGetUsageAnswersWhatTheSubjectUsedAndItsPlansLimits(t *testing.T) {
 			t.Fatal(refusal)
 		}
 	}
-	usage := classify.Call{Protocol: classify.Connect, Procedure: limits.UsageProcedure, Service: "svc.v1.UsageService", Method: "GetUsage", UnaryConnect: true}
+	usage := wire.Call{Protocol: wire.Connect, Procedure: limits.UsageProcedure, Service: "svc.v1.UsageService", Method: "GetUsage", UnaryConnect: true}
 	a, refusal, _ := admit(t, l, usage, p, &policy.Rule{})
 	if refusal != nil {
 		t.Fatal(refusal)
@@ -381,7 +381,7 @@ func TestGetUsageAnswersWhatTheSubjectUsedAndItsPlansLimits(t *testing.T) {
 func TestABuiltinProcedureHasItsOwnRateNotThePlans(t *testing.T) {
 	l, _ := newStep(t, config.FailOpen, withPlan("tiny", config.Plan{RequestsPerMinute: 1, Burst: 1, RequestsPerDay: 1000}))
 	p := principal("tiny")
-	reflect := classify.Call{Protocol: classify.GRPC, Procedure: "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+	reflect := wire.Call{Protocol: wire.GRPC, Procedure: "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
 		Service: "grpc.reflection.v1.ServerReflection", Method: "ServerReflectionInfo", Streaming: true}
 	rule := l.Live().Table.Rule(reflect.Procedure)
 	if !rule.Builtin {

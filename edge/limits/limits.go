@@ -21,7 +21,6 @@ import (
 
 	"github.com/orgedge/edge/config"
 	"github.com/orgedge/edge/edge/apierror"
-	"github.com/orgedge/edge/edge/classify"
 	"github.com/orgedge/edge/edge/early"
 	"github.com/orgedge/edge/edge/policy"
 	"github.com/orgedge/edge/edge/quota"
@@ -122,7 +121,7 @@ const quotaLimit = "quota"
 // call too, and that has called early too often since (early.Holds). A
 // replay (see AdmitReplay) is decided by the plan's limits alone. The
 // caller waits the hold out (Hold.Wait) and then calls Admit.
-func (l *Step) EarlyHold(c classify.Call, p *identity.Principal, rule *policy.Rule, replay bool) early.Hold {
+func (l *Step) EarlyHold(c wire.Call, p *identity.Principal, rule *policy.Rule, replay bool) early.Hold {
 	if l.early == nil || !l.early.Remembers() || rule.Builtin {
 		return early.Hold{}
 	}
@@ -184,7 +183,7 @@ func (a *Admission) Done(ctx context.Context) {
 // A shadow limit (a plan's or an operation's, shadow: true) decides like
 // any other, headers and metrics included, but what it refuses is admitted
 // and counted as shadow_refused (see shadowed).
-func (l *Step) Admit(ctx context.Context, w http.ResponseWriter, c classify.Call, p *identity.Principal, rule *policy.Rule, pol *Live) (*Admission, *connect.Error) {
+func (l *Step) Admit(ctx context.Context, w http.ResponseWriter, c wire.Call, p *identity.Principal, rule *policy.Rule, pol *Live) (*Admission, *connect.Error) {
 	return l.admitCall(ctx, w, c, p, rule, pol, false)
 }
 
@@ -196,11 +195,11 @@ func (a *Admission) Replayed() bool { return a.replay }
 // already (a retry of a completed call): only the plan's rate and daily cap
 // count it; the operation's rate and its quotas do not apply, since the
 // operation does not run again.
-func (l *Step) AdmitReplay(ctx context.Context, w http.ResponseWriter, c classify.Call, p *identity.Principal, rule *policy.Rule, pol *Live) (*Admission, *connect.Error) {
+func (l *Step) AdmitReplay(ctx context.Context, w http.ResponseWriter, c wire.Call, p *identity.Principal, rule *policy.Rule, pol *Live) (*Admission, *connect.Error) {
 	return l.admitCall(ctx, w, c, p, rule, pol, true)
 }
 
-func (l *Step) admitCall(ctx context.Context, w http.ResponseWriter, c classify.Call, p *identity.Principal, rule *policy.Rule, pol *Live, replay bool) (*Admission, *connect.Error) {
+func (l *Step) admitCall(ctx context.Context, w http.ResponseWriter, c wire.Call, p *identity.Principal, rule *policy.Rule, pol *Live, replay bool) (*Admission, *connect.Error) {
 	if rule.Builtin {
 		return l.admitBuiltin(ctx, w, c, p, rule, pol)
 	}
@@ -259,7 +258,7 @@ func (l *Step) admitCall(ctx context.Context, w http.ResponseWriter, c classify.
 // hold takes the call's stream lease and environment reservation into a.
 // It returns the refusal to answer when the stream cap or a quota refuses
 // (or Redis fails under fail_closed), having given back what it took.
-func (l *Step) hold(ctx context.Context, w http.ResponseWriter, a *Admission, c classify.Call, p *identity.Principal, rule *policy.Rule, planName string, pol *Live) *connect.Error {
+func (l *Step) hold(ctx context.Context, w http.ResponseWriter, a *Admission, c wire.Call, p *identity.Principal, rule *policy.Rule, planName string, pol *Live) *connect.Error {
 	if rule.ConcurrentStreams > 0 && c.Streaming {
 		lease, err := l.Streams.Acquire(ctx, p.Subject, rule.ConcurrentStreams)
 		switch {
@@ -385,7 +384,7 @@ func (l *Step) outage(ctx context.Context, what string, err error) *connect.Erro
 // edge_quota_unreadable_answers_total, logged, and left to reconciliation;
 // likewise an unreadable DeleteEnvironment releases nothing until
 // reconciliation finds the environment gone.
-func (l *Step) Answered(ctx context.Context, a *Admission, c classify.Call, res *http.Response, body []byte, readErr error) {
+func (l *Step) Answered(ctx context.Context, a *Admission, c wire.Call, res *http.Response, body []byte, readErr error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
 	read := func(msg proto.Message) error {
@@ -455,7 +454,7 @@ func (l *Step) Answered(ctx context.Context, a *Admission, c classify.Call, res 
 }
 
 // unreadable counts and logs a successful answer the edge could not read.
-func (l *Step) unreadable(ctx context.Context, c classify.Call, err error) {
+func (l *Step) unreadable(ctx context.Context, c wire.Call, err error) {
 	l.obs.UnreadableAnswer(c.Method)
 	l.log.WarnContext(ctx, "environment quota: cannot read a successful answer; kept as it is until reconciliation",
 		"procedure", c.Procedure, "protocol", c.Protocol, "err", err)

@@ -9,7 +9,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/orgedge/edge/edge/call"
-	"github.com/orgedge/edge/edge/classify"
+	"github.com/orgedge/edge/edge/wire"
 	"github.com/orgedge/edge/identity"
 )
 
@@ -28,7 +28,7 @@ type AccessLog struct {
 // names the token, and names the subject only by a hash. While the call's
 // span records, the line carries its trace_id, to find the trace from the
 // log and back.
-func (a AccessLog) Write(r *http.Request, c classify.Call, p *identity.Principal, rec *call.Recorder, code string, d time.Duration) {
+func (a AccessLog) Write(r *http.Request, c wire.Call, p *identity.Principal, rec *call.Recorder, code string, d time.Duration) {
 	if code == "ok" && a.SampleOK < 1 && rand.Float64() >= a.SampleOK {
 		return
 	}

@@ -11,12 +11,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/orgedge/edge/edge/call"
-	"github.com/orgedge/edge/edge/classify"
+	"github.com/orgedge/edge/edge/wire"
 	"github.com/orgedge/edge/identity"
 )
 
-var benchCall = classify.Call{
-	Protocol: classify.HTTP, Procedure: "/svc.v1.OrganizationService/GetOrganization",
+var benchCall = wire.Call{
+	Protocol: wire.HTTP, Procedure: "/svc.v1.OrganizationService/GetOrganization",
 	Service: "svc.v1.OrganizationService", Method: "GetOrganization", JSON: true, UnaryConnect: true,
 }
 

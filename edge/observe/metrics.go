@@ -10,10 +10,10 @@ import (
 
 	"github.com/orgedge/edge/edge/authn"
 	"github.com/orgedge/edge/edge/call"
-	"github.com/orgedge/edge/edge/classify"
 	"github.com/orgedge/edge/edge/idempotency"
 	"github.com/orgedge/edge/edge/limits"
 	"github.com/orgedge/edge/edge/ratelimit"
+	"github.com/orgedge/edge/edge/wire"
 )
 
 // Metrics are the edge's Prometheus metrics. Labels are bounded: services
@@ -233,7 +233,7 @@ func NewMetrics(reg prometheus.Registerer, auth *authn.Authenticator, rates *rat
 }
 
 // labels are a call's service, method and protocol labels.
-func labels(c classify.Call) (service, method, protocol string) {
+func labels(c wire.Call) (service, method, protocol string) {
 	service, method = c.Service, c.Method
 	if service == "" {
 		service, method = "unknown", "unknown"
@@ -247,7 +247,7 @@ func labels(c classify.Call) (service, method, protocol string) {
 
 // Streaming makes edge_open_streams start at 0 for every streaming
 // procedure, so that the series exist before the first stream.
-func (m *Metrics) Streaming(procs classify.Procedures) {
+func (m *Metrics) Streaming(procs wire.Procedures) {
 	if m == nil {
 		return
 	}
@@ -261,7 +261,7 @@ func (m *Metrics) Streaming(procs classify.Procedures) {
 	}
 }
 
-func (m *Metrics) Observe(c classify.Call, code, outcome string, d time.Duration) {
+func (m *Metrics) Observe(c wire.Call, code, outcome string, d time.Duration) {
 	if m == nil {
 		return
 	}
@@ -292,7 +292,7 @@ func outcomeIndex(o string) int {
 var overheadBuckets = []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1}
 
 // Overhead records the edge's own time in one forwarded call.
-func (m *Metrics) Overhead(c classify.Call, d time.Duration) {
+func (m *Metrics) Overhead(c wire.Call, d time.Duration) {
 	if m != nil {
 		m.seriesOf(c).overhead.get().Observe(max(d, 0).Seconds())
 	}
@@ -313,13 +313,13 @@ func (m *Metrics) Unavailable(reason string) {
 }
 
 // seriesOf returns the call's children.
-func (m *Metrics) seriesOf(c classify.Call) *series {
+func (m *Metrics) seriesOf(c wire.Call) *series {
 	service, method, protocol := labels(c)
 	return m.calls.get(seriesKey{service, method, protocol})
 }
 
 // Forwarded records one call forwarded to the backend.
-func (m *Metrics) Forwarded(c classify.Call, d time.Duration) {
+func (m *Metrics) Forwarded(c wire.Call, d time.Duration) {
 	if m == nil {
 		return
 	}
@@ -328,7 +328,7 @@ func (m *Metrics) Forwarded(c classify.Call, d time.Duration) {
 
 // StreamOpened counts a streaming call as open until the returned function
 // is called.
-func (m *Metrics) StreamOpened(c classify.Call) (closed func()) {
+func (m *Metrics) StreamOpened(c wire.Call) (closed func()) {
 	if m == nil {
 		return func() {}
 	}

@@ -14,7 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/orgedge/edge/edge/call"
-	"github.com/orgedge/edge/edge/classify"
+	"github.com/orgedge/edge/edge/wire"
 	"github.com/orgedge/edge/internal/telemetry"
 )
 
@@ -63,7 +63,7 @@ var noSpan = trace.SpanFromContext(context.Background())
 
 // StartServer starts the span of one call, a child of the trace context the
 // client sent, if any. It is named after the procedure.
-func (t Tracing) StartServer(r *http.Request, c classify.Call) (context.Context, trace.Span) {
+func (t Tracing) StartServer(r *http.Request, c wire.Call) (context.Context, trace.Span) {
 	if t.off {
 		return r.Context(), noSpan
 	}
@@ -88,12 +88,12 @@ func (t Tracing) StartServer(r *http.Request, c classify.Call) (context.Context,
 
 // EndServer records the call's result on its span. The span stays open:
 // the caller ends it.
-func EndServer(span trace.Span, c classify.Call, code string, status int) {
+func EndServer(span trace.Span, c wire.Call, code string, status int) {
 	if !span.IsRecording() {
 		return
 	}
 	span.SetAttributes(attrStatusCode.String(strings.ToUpper(code)), attrHTTPStatus.Int(status))
-	if c.Protocol == classify.GRPC || c.Protocol == classify.GRPCWeb {
+	if c.Protocol == wire.GRPC || c.Protocol == wire.GRPCWeb {
 		n, ok := grpcCodeIndex[code]
 		if !ok {
 			n = 2 // unknown
@@ -115,7 +115,7 @@ func (t Tracing) Start(ctx context.Context, name string) (context.Context, trace
 
 // StartUpstream starts the span of c's call to the backend at host (the
 // edge.upstream span, a client span).
-func (t Tracing) StartUpstream(ctx context.Context, c classify.Call, host string) (context.Context, trace.Span) {
+func (t Tracing) StartUpstream(ctx context.Context, c wire.Call, host string) (context.Context, trace.Span) {
 	if t.off {
 		return ctx, noSpan
 	}
@@ -170,11 +170,11 @@ func UpstreamAnswered(span trace.Span, res *http.Response, cut bool) {
 }
 
 // rpcSystem is the semantic conventions' rpc.system of a protocol.
-func rpcSystem(p classify.Protocol) string {
+func rpcSystem(p wire.Protocol) string {
 	switch p {
-	case classify.GRPC, classify.GRPCWeb:
+	case wire.GRPC, wire.GRPCWeb:
 		return "grpc"
-	case classify.Connect, classify.HTTP:
+	case wire.Connect, wire.HTTP:
 		return "connect_rpc"
 	}
 	return "unknown"

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/orgedge/edge/edge/classify"
 	"github.com/orgedge/edge/edge/proxy"
+	"github.com/orgedge/edge/edge/wire"
 )
 
 // BenchmarkProxyHop forwards one small unary call, with a client's usual
@@ -38,10 +38,10 @@ func BenchmarkProxyHop(b *testing.B) {
 	p := proxy.New(proxy.Options{Upstream: u, Pseudonym: proxy.NewPseudonym()}) // as the edge: Via on every call
 	for _, c := range []struct {
 		name, contentType string
-		protocol          classify.Protocol
+		protocol          wire.Protocol
 	}{
-		{"http1", "application/json", classify.Connect},
-		{"h2c", "application/grpc", classify.GRPC},
+		{"http1", "application/json", wire.Connect},
+		{"h2c", "application/grpc", wire.GRPC},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
@@ -54,7 +54,7 @@ func BenchmarkProxyHop(b *testing.B) {
 				r.Header.Set("Accept-Encoding", "gzip")
 				r.Header.Set("Connect-Protocol-Version", "1")
 				r.Header.Set("X-Request-Id", "01JDQ4Z3W8N5V7K2M9P6R1T3XY")
-				call := classify.Call{Protocol: c.protocol}
+				call := wire.Call{Protocol: c.protocol}
 				ctx := proxy.WithDeadline(r.Context(), call, time.Now().Add(proxy.Deadline(r, call, time.Minute)))
 				w := httptest.NewRecorder()
 				p.ServeHTTP(w, r.WithContext(ctx))

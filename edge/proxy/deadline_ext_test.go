@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/orgedge/edge/edge/classify"
 	"github.com/orgedge/edge/edge/proxy"
+	"github.com/orgedge/edge/edge/wire"
 )
 
 // TestForwardedTimeoutDeductsTheTimeSpentInTheEdge: a call whose 200 ms
@@ -24,18 +24,18 @@ func TestForwardedTimeoutDeductsTheTimeSpentInTheEdge(t *testing.T) {
 	u, _ := url.Parse(up.URL)
 	p := proxy.New(proxy.Options{Upstream: u, Transport: http.DefaultTransport})
 	for _, c := range []struct {
-		protocol       classify.Protocol
+		protocol       wire.Protocol
 		header, client string
 	}{
-		{classify.GRPC, "Grpc-Timeout", "200m"},
-		{classify.Connect, "Connect-Timeout-Ms", "200"},
+		{wire.GRPC, "Grpc-Timeout", "200m"},
+		{wire.Connect, "Connect-Timeout-Ms", "200"},
 	} {
 		t.Run(c.header, func(t *testing.T) {
 			r := httptest.NewRequest("POST", "/svc.v1.OrganizationService/ListOrganizations", nil)
 			r.Header.Set(c.header, c.client)
 			arrived := time.Now().Add(-150 * time.Millisecond) // the edge has spent 150 ms on the call
-			deadline := arrived.Add(proxy.Deadline(r, classify.Call{Protocol: c.protocol}, time.Minute))
-			ctx, cancel := context.WithDeadline(proxy.WithDeadline(r.Context(), classify.Call{Protocol: c.protocol}, deadline), deadline.Add(time.Second))
+			deadline := arrived.Add(proxy.Deadline(r, wire.Call{Protocol: c.protocol}, time.Minute))
+			ctx, cancel := context.WithDeadline(proxy.WithDeadline(r.Context(), wire.Call{Protocol: c.protocol}, deadline), deadline.Add(time.Second))
 			defer cancel()
 			p.ServeHTTP(httptest.NewRecorder(), r.WithContext(ctx))
 			got := (<-seen).Get(c.header)

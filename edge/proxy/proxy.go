@@ -24,7 +24,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/orgedge/edge/edge/classify"
+	"github.com/orgedge/edge/edge/wire"
 )
 
 // Options configures a proxy.
@@ -353,8 +353,8 @@ func removeHopByHop(h http.Header) {
 // IsGRPC reports a gRPC call (not gRPC-Web), which needs HTTP/2 to the
 // backend for its trailers.
 func IsGRPC(r *http.Request) bool {
-	ct := strings.ToLower(r.Header.Get("Content-Type")) // media types are case-insensitive
-	return strings.HasPrefix(ct, "application/grpc") && !strings.HasPrefix(ct, "application/grpc-web")
+	m, ok := wire.MediaOf(r.Header)
+	return ok && m.Protocol == wire.GRPC
 }
 
 // buffers are the copy buffers of the proxies: without a pool, ReverseProxy
@@ -376,7 +376,7 @@ func (b *bufferPool) Put(x []byte) { b.pool.Put(&x) }
 // (grpc-timeout or connect-timeout-ms) capped at max, or max when the client
 // sets none or an invalid one. The call's own header is left as the client
 // sent it; the forwarded call carries what is left (see WithDeadline).
-func Deadline(r *http.Request, c classify.Call, max time.Duration) time.Duration {
+func Deadline(r *http.Request, c wire.Call, max time.Duration) time.Duration {
 	d := max
 	if grpcTimeout(c) {
 		if t, ok := parseGRPCTimeout(r.Header.Get("Grpc-Timeout")); ok && t < d {
@@ -396,8 +396,8 @@ func Deadline(r *http.Request, c classify.Call, max time.Duration) time.Duration
 
 // grpcTimeout says whether c's protocol carries its timeout in Grpc-Timeout
 // (else in Connect-Timeout-Ms).
-func grpcTimeout(c classify.Call) bool {
-	return c.Protocol == classify.GRPC || c.Protocol == classify.GRPCWeb
+func grpcTimeout(c wire.Call) bool {
+	return c.Protocol == wire.GRPC || c.Protocol == wire.GRPCWeb
 }
 
 type deadlineKey struct{}
@@ -413,7 +413,7 @@ type callDeadline struct {
 // in c's protocol's timeout header, what is left of it when the call leaves
 // for the backend, so that the time spent in the edge counts and the
 // backend ends the call in the caller's protocol when time runs out.
-func WithDeadline(ctx context.Context, c classify.Call, deadline time.Time) context.Context {
+func WithDeadline(ctx context.Context, c wire.Call, deadline time.Time) context.Context {
 	return context.WithValue(ctx, deadlineKey{}, callDeadline{at: deadline, grpc: grpcTimeout(c)})
 }
 

@@ -51,6 +51,13 @@ type Frames struct {
 	end      []byte
 	ended    bool // the whole end frame is in
 	bad      bool // a frame after the end frame, or an end frame too large
+
+	// keepFirst keeps the first frame that is not the end frame too: the
+	// message of a whole unary answer, which UnaryMessage reads.
+	keepFirst              bool
+	keepingFirst, hasFirst bool
+	firstFlags             byte
+	first                  []byte
 }
 
 // Feed follows p, the next bytes of the body.
@@ -79,6 +86,9 @@ func (f *Frames) Feed(p []byte) {
 				}
 				f.endFlags = f.head[0]
 				f.end = make([]byte, 0, f.left)
+			} else if f.keepFirst && !f.hasFirst {
+				f.keepingFirst, f.hasFirst = true, true
+				f.firstFlags = f.head[0]
 			}
 			if f.left == 0 {
 				f.frameDone()
@@ -88,6 +98,8 @@ func (f *Frames) Feed(p []byte) {
 		n := min(uint32(len(p)), f.left)
 		if f.keeping {
 			f.end = append(f.end, p[:n]...)
+		} else if f.keepingFirst {
+			f.first = append(f.first, p[:n]...)
 		}
 		f.left -= n
 		p = p[n:]
@@ -99,6 +111,7 @@ func (f *Frames) Feed(p []byte) {
 
 func (f *Frames) frameDone() {
 	f.inHead = 0
+	f.keepingFirst = false
 	if f.keeping {
 		f.keeping, f.ended = false, true
 	}
@@ -120,13 +133,7 @@ func (f *Frames) EndFrame(encoding string) (payload []byte, ok bool) {
 	if f.bad || !f.ended || f.Partial() {
 		return nil, false
 	}
-	if f.endFlags&FlagCompressed == 0 {
-		return f.end, true
-	}
-	if encoding == "" || encoding == "identity" {
-		return nil, false
-	}
-	out, err := decompress(encoding, f.end)
+	out, err := open(f.endFlags, f.end, encoding)
 	return out, err == nil
 }
 

@@ -1,20 +1,8 @@
-// Package wire reads the message of a unary call's answer in whichever
-// protocol it came (Connect, gRPC, gRPC-Web, HTTP/JSON) and whichever
-// compression the backend chose (gzip, or none), for the few steps of the
-// edge that must know what the backend answered (quotas learn an
-// environment's id). Decompression is bounded: an answer that inflates past
-// MaxMessageBytes is not read.
-//
-// The edge asks the backend for identity encoding on those calls, but that
-// is not enough: a gRPC backend answers in the compression of the request,
-// which is the client's to choose.
 package wire
 
 import (
 	"bytes"
 	"compress/gzip"
-	"encoding/base64"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -23,8 +11,6 @@ import (
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
-
-	"github.com/orgedge/edge/edge/classify"
 )
 
 // ErrFailed means the call did not succeed: there is no message to read.
@@ -46,7 +32,7 @@ var ErrTooLarge = errors.New("wire: message too large to read")
 // res.Trailer). It returns ErrFailed when the answer is an error; any other
 // error means the call succeeded but its message could not be read (an
 // unknown compression, ErrTooLarge, a malformed body).
-func UnaryMessage(c classify.Call, res *http.Response, body []byte, msg proto.Message) error {
+func UnaryMessage(c Call, res *http.Response, body []byte, msg proto.Message) error {
 	if res.StatusCode != http.StatusOK {
 		return ErrFailed
 	}
@@ -62,50 +48,46 @@ func UnaryMessage(c classify.Call, res *http.Response, body []byte, msg proto.Me
 	}
 	var payload []byte
 	switch c.Protocol {
-	case classify.GRPC:
+	case GRPC:
 		if grpcStatus(res.Header, res.Trailer) != "0" {
 			return ErrFailed
 		}
-		frames, err := envelopes(body)
-		if err != nil || len(frames) != 1 || frames[0].flags&0x80 != 0 {
-			return fmt.Errorf("wire: gRPC answer is not one message: %v", err)
+		f := Frames{End: FlagTrailer, keepFirst: true}
+		f.Feed(body)
+		if f.bad || f.Partial() || f.ended || f.Started() != 1 {
+			return fmt.Errorf("wire: gRPC answer is not one message (%d frames)", f.Started())
 		}
-		if payload, err = frames[0].message(res.Header.Get("Grpc-Encoding")); err != nil {
+		var err error
+		if payload, err = open(f.firstFlags, f.first, res.Header.Get("Grpc-Encoding")); err != nil {
 			return err
 		}
-	case classify.GRPCWeb:
-		if strings.HasPrefix(res.Header.Get("Content-Type"), "application/grpc-web-text") {
-			decoded, err := base64.StdEncoding.DecodeString(string(body))
-			if err != nil {
-				return fmt.Errorf("wire: gRPC-Web text answer: %w", err)
-			}
-			body = decoded
+	case GRPCWeb:
+		// Never text: the backend speaks binary gRPC-Web only, and the edge
+		// translates text at its door (TextReader, TextWriter).
+		f := Frames{End: FlagTrailer, keepFirst: true}
+		f.Feed(body)
+		if f.bad || f.Partial() {
+			return errors.New("wire: gRPC-Web answer is not whole frames ending at its trailers")
 		}
-		frames, err := envelopes(body)
-		if err != nil {
-			return err
-		}
+		messages := f.Started()
 		var trailer http.Header
-		var message *frame
-		for i, f := range frames {
-			switch {
-			case f.flags&0x80 != 0:
-				// The trailer frame may be compressed too (flag 0x01).
-				data, err := f.message(res.Header.Get("Grpc-Encoding"))
-				if err != nil {
-					return err
-				}
-				trailer = Trailer(data)
-			case message == nil:
-				message = &frames[i]
-			default:
-				return errors.New("wire: gRPC-Web answer has more than one message")
+		if f.ended {
+			messages--
+			// The trailer frame may be compressed too (FlagCompressed).
+			data, err := open(f.endFlags, f.end, res.Header.Get("Grpc-Encoding"))
+			if err != nil {
+				return err
 			}
+			trailer = Trailer(data)
 		}
-		if grpcStatus(res.Header, trailer) != "0" || message == nil {
+		if messages > 1 {
+			return errors.New("wire: gRPC-Web answer has more than one message")
+		}
+		if grpcStatus(res.Header, trailer) != "0" || messages == 0 {
 			return ErrFailed
 		}
-		if payload, err = message.message(res.Header.Get("Grpc-Encoding")); err != nil {
+		var err error
+		if payload, err = open(f.firstFlags, f.first, res.Header.Get("Grpc-Encoding")); err != nil {
 			return err
 		}
 	default:
@@ -120,21 +102,16 @@ func UnaryMessage(c classify.Call, res *http.Response, body []byte, msg proto.Me
 	return proto.Unmarshal(payload, msg)
 }
 
-type frame struct {
-	flags byte
-	data  []byte
-}
-
-// message is the frame's data, decompressed with encoding when the frame's
-// compressed flag (0x01) is set.
-func (f frame) message(encoding string) ([]byte, error) {
-	if f.flags&0x01 == 0 {
-		return f.data, nil
+// open is a frame's payload, decompressed with encoding when its flags say
+// it is compressed.
+func open(flags byte, payload []byte, encoding string) ([]byte, error) {
+	if flags&FlagCompressed == 0 {
+		return payload, nil
 	}
 	if encoding == "" || encoding == "identity" {
 		return nil, errors.New("wire: compressed message without Grpc-Encoding")
 	}
-	return decompress(encoding, f.data)
+	return decompress(encoding, payload)
 }
 
 // decompress inflates b, compressed with encoding, up to MaxMessageBytes.
@@ -166,23 +143,6 @@ func clip(s string) string {
 		return s[:32] + "…"
 	}
 	return s
-}
-
-// envelopes splits a body into gRPC length-prefixed frames.
-func envelopes(b []byte) ([]frame, error) {
-	var out []frame
-	for len(b) > 0 {
-		if len(b) < 5 {
-			return nil, errors.New("wire: truncated frame header")
-		}
-		n := binary.BigEndian.Uint32(b[1:5])
-		if uint64(n) > uint64(len(b)-5) {
-			return nil, errors.New("wire: truncated frame")
-		}
-		out = append(out, frame{flags: b[0], data: b[5 : 5+n]})
-		b = b[5+n:]
-	}
-	return out, nil
 }
 
 // grpcStatus finds grpc-status in the trailers, or in the headers of a

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
 
-	"github.com/orgedge/edge/edge/classify"
 	"github.com/orgedge/edge/edge/wire"
 	svcv1 "github.com/orgedge/edge/gen/svc/v1"
 	"github.com/orgedge/edge/gen/svc/v1/svcv1connect"
@@ -67,15 +67,15 @@ func TestUnaryMessageReadsSuccessInEveryProtocolAndSeesFailures(t *testing.T) {
 	}
 	cases := []struct {
 		name string
-		call classify.Call
+		call wire.Call
 		opts []connect.ClientOption
 		h2   bool
 	}{
-		{"ConnectProto", classify.Call{Protocol: classify.Connect, UnaryConnect: true}, nil, false},
-		{"ConnectJSON", classify.Call{Protocol: classify.Connect, UnaryConnect: true, JSON: true}, []connect.ClientOption{connect.WithProtoJSON()}, false},
-		{"GRPC", classify.Call{Protocol: classify.GRPC}, []connect.ClientOption{connect.WithGRPC()}, true},
-		{"GRPCJSON", classify.Call{Protocol: classify.GRPC, JSON: true}, []connect.ClientOption{connect.WithGRPC(), connect.WithProtoJSON()}, true},
-		{"GRPCWeb", classify.Call{Protocol: classify.GRPCWeb}, []connect.ClientOption{connect.WithGRPCWeb()}, false},
+		{"ConnectProto", wire.Call{Protocol: wire.Connect, UnaryConnect: true}, nil, false},
+		{"ConnectJSON", wire.Call{Protocol: wire.Connect, UnaryConnect: true, JSON: true}, []connect.ClientOption{connect.WithProtoJSON()}, false},
+		{"GRPC", wire.Call{Protocol: wire.GRPC}, []connect.ClientOption{connect.WithGRPC()}, true},
+		{"GRPCJSON", wire.Call{Protocol: wire.GRPC, JSON: true}, []connect.ClientOption{connect.WithGRPC(), connect.WithProtoJSON()}, true},
+		{"GRPCWeb", wire.Call{Protocol: wire.GRPCWeb}, []connect.ClientOption{connect.WithGRPCWeb()}, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -117,15 +117,15 @@ func TestUnaryMessageReadsGzipAnswersInEveryProtocol(t *testing.T) {
 	defer cancel()
 	cases := []struct {
 		name string
-		call classify.Call
+		call wire.Call
 		opts []connect.ClientOption
 		h2   bool
 		head string // the header that names the answer's compression
 	}{
-		{"ConnectProto", classify.Call{Protocol: classify.Connect, UnaryConnect: true}, nil, false, "Content-Encoding"},
-		{"ConnectJSON", classify.Call{Protocol: classify.Connect, UnaryConnect: true, JSON: true}, []connect.ClientOption{connect.WithProtoJSON()}, false, "Content-Encoding"},
-		{"GRPC", classify.Call{Protocol: classify.GRPC}, []connect.ClientOption{connect.WithGRPC()}, true, "Grpc-Encoding"},
-		{"GRPCWeb", classify.Call{Protocol: classify.GRPCWeb}, []connect.ClientOption{connect.WithGRPCWeb()}, false, "Grpc-Encoding"},
+		{"ConnectProto", wire.Call{Protocol: wire.Connect, UnaryConnect: true}, nil, false, "Content-Encoding"},
+		{"ConnectJSON", wire.Call{Protocol: wire.Connect, UnaryConnect: true, JSON: true}, []connect.ClientOption{connect.WithProtoJSON()}, false, "Content-Encoding"},
+		{"GRPC", wire.Call{Protocol: wire.GRPC}, []connect.ClientOption{connect.WithGRPC()}, true, "Grpc-Encoding"},
+		{"GRPCWeb", wire.Call{Protocol: wire.GRPCWeb}, []connect.ClientOption{connect.WithGRPCWeb()}, false, "Grpc-Encoding"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -163,12 +163,53 @@ func TestUnaryMessageRefusesToInflatePastItsBound(t *testing.T) {
 	frame := append([]byte{1, 0, 0, 0, 0}, zipped.Bytes()...)
 	binary.BigEndian.PutUint32(frame[1:5], uint32(zipped.Len()))
 	res := &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Grpc-Encoding": {"gzip"}}, Trailer: http.Header{"Grpc-Status": {"0"}}}
-	err := wire.UnaryMessage(classify.Call{Protocol: classify.GRPC}, res, frame, new(svcv1.Organization))
+	err := wire.UnaryMessage(wire.Call{Protocol: wire.GRPC}, res, frame, new(svcv1.Organization))
 	if !errors.Is(err, wire.ErrTooLarge) {
 		t.Fatalf("a 1 MiB bomb read as %v, want ErrTooLarge", err)
 	}
 	res.Header.Set("Grpc-Encoding", "snappy")
-	if err := wire.UnaryMessage(classify.Call{Protocol: classify.GRPC}, res, frame, new(svcv1.Organization)); err == nil || errors.Is(err, wire.ErrFailed) {
+	if err := wire.UnaryMessage(wire.Call{Protocol: wire.GRPC}, res, frame, new(svcv1.Organization)); err == nil || errors.Is(err, wire.ErrFailed) {
 		t.Fatalf("an unknown compression read as %v, want an error that is not ErrFailed", err)
+	}
+}
+
+// TestUnaryMessageRefusesBodiesThatAreNotOneMessage: a unary answer whose
+// envelopes are not one message (and, in gRPC-Web, its trailers) is not
+// read, and is not taken for a failed call either.
+func TestUnaryMessageRefusesBodiesThatAreNotOneMessage(t *testing.T) {
+	msg, _ := proto.Marshal(&svcv1.Organization{Id: "org_1"})
+	ok := wire.Envelope(wire.FlagTrailer, []byte("grpc-status: 0\r\n"))
+	join := func(b ...[]byte) []byte { return bytes.Join(b, nil) }
+	grpcOK := &http.Response{StatusCode: http.StatusOK, Header: http.Header{}, Trailer: http.Header{"Grpc-Status": {"0"}}}
+	webOK := &http.Response{StatusCode: http.StatusOK, Header: http.Header{}}
+	grpc, web := wire.Call{Protocol: wire.GRPC}, wire.Call{Protocol: wire.GRPCWeb}
+	for _, tt := range []struct {
+		name string
+		call wire.Call
+		res  *http.Response
+		body []byte
+		want error // nil: any error but ErrFailed
+	}{
+		{"gRPC, two messages", grpc, grpcOK, join(wire.Envelope(0, msg), wire.Envelope(0, msg)), nil},
+		{"gRPC, cut short", grpc, grpcOK, wire.Envelope(0, msg)[:4], nil},
+		{"gRPC, a trailers frame", grpc, grpcOK, wire.Envelope(wire.FlagTrailer, msg), nil},
+		{"gRPC-Web, two messages", web, webOK, join(wire.Envelope(0, msg), wire.Envelope(0, msg), ok), nil},
+		{"gRPC-Web, a message after its trailers", web, webOK, join(ok, wire.Envelope(0, msg)), nil},
+		{"gRPC-Web, cut short", web, webOK, join(wire.Envelope(0, msg), ok)[:8], nil},
+		{"gRPC-Web, no message", web, webOK, ok, wire.ErrFailed},
+		{"gRPC-Web, an error in its trailers", web, webOK, join(wire.Envelope(0, msg), wire.Envelope(wire.FlagTrailer, []byte("grpc-status: 5\r\n"))), wire.ErrFailed},
+	} {
+		err := wire.UnaryMessage(tt.call, tt.res, tt.body, new(svcv1.Organization))
+		if tt.want != nil && !errors.Is(err, tt.want) || tt.want == nil && (err == nil || errors.Is(err, wire.ErrFailed)) {
+			want := "an error that is not ErrFailed"
+			if tt.want != nil {
+				want = tt.want.Error()
+			}
+			t.Errorf("%s: %v, want %s", tt.name, err, want)
+		}
+	}
+	got := new(svcv1.Organization)
+	if err := wire.UnaryMessage(web, webOK, join(wire.Envelope(0, msg), ok), got); err != nil || got.Id != "org_1" {
+		t.Fatalf("a whole gRPC-Web answer read as %v, %v", got, err)
 	}
 }

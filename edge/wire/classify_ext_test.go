@@ -1,4 +1,4 @@
-package classify_test
+package wire_test
 
 import (
 	"mime"
@@ -7,10 +7,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/orgedge/edge/edge/classify"
+	"github.com/orgedge/edge/edge/wire"
 )
 
-var procs = classify.Procedures{
+var procs = wire.Procedures{
 	"/svc.v1.OrganizationService/GetOrganization":    false,
 	"/svc.v1.EnvironmentService/WatchEnvironment":    true,
 	"/svc.v1.OrganizationService/CreateOrganization": false,
@@ -19,38 +19,38 @@ var procs = classify.Procedures{
 func TestClassifyPlacesEveryProtocol(t *testing.T) {
 	cases := []struct {
 		name, method, target, contentType, connectVersion string
-		want                                              classify.Call
-		problem                                           classify.Problem
+		want                                              wire.Call
+		problem                                           wire.Problem
 	}{
 		{"PlainJSON", "POST", "/svc.v1.OrganizationService/GetOrganization", "application/json", "",
-			classify.Call{Protocol: classify.HTTP, JSON: true, UnaryConnect: true}, 0},
+			wire.Call{Protocol: wire.HTTP, JSON: true, UnaryConnect: true}, 0},
 		{"PlainJSONWithCharset", "POST", "/svc.v1.OrganizationService/GetOrganization", "application/json; charset=utf-8", "",
-			classify.Call{Protocol: classify.HTTP, JSON: true, UnaryConnect: true}, 0},
+			wire.Call{Protocol: wire.HTTP, JSON: true, UnaryConnect: true}, 0},
 		{"ConnectJSON", "POST", "/svc.v1.OrganizationService/GetOrganization", "application/json", "1",
-			classify.Call{Protocol: classify.Connect, JSON: true, UnaryConnect: true}, 0},
+			wire.Call{Protocol: wire.Connect, JSON: true, UnaryConnect: true}, 0},
 		{"ConnectProto", "POST", "/svc.v1.OrganizationService/GetOrganization", "application/proto", "1",
-			classify.Call{Protocol: classify.Connect, UnaryConnect: true}, 0},
+			wire.Call{Protocol: wire.Connect, UnaryConnect: true}, 0},
 		{"ConnectGet", "GET", "/svc.v1.OrganizationService/GetOrganization?connect=v1&encoding=json&message=%7B%7D", "", "",
-			classify.Call{Protocol: classify.Connect, JSON: true, UnaryConnect: true}, 0},
+			wire.Call{Protocol: wire.Connect, JSON: true, UnaryConnect: true}, 0},
 		{"ConnectStream", "POST", "/svc.v1.EnvironmentService/WatchEnvironment", "application/connect+proto", "1",
-			classify.Call{Protocol: classify.Connect, Streaming: true}, 0},
+			wire.Call{Protocol: wire.Connect, Streaming: true}, 0},
 		{"GRPC", "POST", "/svc.v1.OrganizationService/GetOrganization", "application/grpc", "",
-			classify.Call{Protocol: classify.GRPC}, 0},
+			wire.Call{Protocol: wire.GRPC}, 0},
 		{"GRPCJSON", "POST", "/svc.v1.EnvironmentService/WatchEnvironment", "application/grpc+json", "",
-			classify.Call{Protocol: classify.GRPC, JSON: true, Streaming: true}, 0},
+			wire.Call{Protocol: wire.GRPC, JSON: true, Streaming: true}, 0},
 		{"GRPCWeb", "POST", "/svc.v1.OrganizationService/GetOrganization", "application/grpc-web+proto", "",
-			classify.Call{Protocol: classify.GRPCWeb}, 0},
+			wire.Call{Protocol: wire.GRPCWeb}, 0},
 		{"GRPCWebText", "POST", "/svc.v1.OrganizationService/GetOrganization", "application/grpc-web-text", "",
-			classify.Call{Protocol: classify.GRPCWeb}, 0},
-		{"UnknownContentType", "POST", "/svc.v1.OrganizationService/GetOrganization", "text/plain", "", classify.Call{}, classify.UnsupportedMediaType},
-		{"NoContentType", "POST", "/svc.v1.OrganizationService/GetOrganization", "", "", classify.Call{}, classify.UnsupportedMediaType},
-		{"PlainGet", "GET", "/svc.v1.OrganizationService/GetOrganization", "", "", classify.Call{}, classify.MethodNotAllowed},
-		{"GetBadEncoding", "GET", "/svc.v1.OrganizationService/GetOrganization?connect=v1&encoding=xml", "", "", classify.Call{}, classify.UnsupportedMediaType},
-		{"Put", "PUT", "/svc.v1.OrganizationService/GetOrganization", "application/json", "", classify.Call{}, classify.MethodNotAllowed},
+			wire.Call{Protocol: wire.GRPCWeb}, 0},
+		{"UnknownContentType", "POST", "/svc.v1.OrganizationService/GetOrganization", "text/plain", "", wire.Call{}, wire.UnsupportedMediaType},
+		{"NoContentType", "POST", "/svc.v1.OrganizationService/GetOrganization", "", "", wire.Call{}, wire.UnsupportedMediaType},
+		{"PlainGet", "GET", "/svc.v1.OrganizationService/GetOrganization", "", "", wire.Call{}, wire.MethodNotAllowed},
+		{"GetBadEncoding", "GET", "/svc.v1.OrganizationService/GetOrganization?connect=v1&encoding=xml", "", "", wire.Call{}, wire.UnsupportedMediaType},
+		{"Put", "PUT", "/svc.v1.OrganizationService/GetOrganization", "application/json", "", wire.Call{}, wire.MethodNotAllowed},
 		{"UnknownProcedure", "POST", "/svc.v1.OrganizationService/Nope", "application/grpc", "",
-			classify.Call{Protocol: classify.GRPC}, classify.UnknownProcedure},
+			wire.Call{Protocol: wire.GRPC}, wire.UnknownProcedure},
 		{"NotAProcedure", "POST", "/", "application/json", "",
-			classify.Call{Protocol: classify.HTTP, JSON: true, UnaryConnect: true}, classify.UnknownProcedure},
+			wire.Call{Protocol: wire.HTTP, JSON: true, UnaryConnect: true}, wire.UnknownProcedure},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -61,7 +61,7 @@ func TestClassifyPlacesEveryProtocol(t *testing.T) {
 			if c.connectVersion != "" {
 				r.Header.Set("Connect-Protocol-Version", c.connectVersion)
 			}
-			got, problem := classify.Classify(r, procs)
+			got, problem := wire.Classify(r, procs)
 			if problem != c.problem {
 				t.Fatalf("problem %v, want %v", problem, c.problem)
 			}
@@ -86,7 +86,7 @@ func FuzzClassify(f *testing.F) {
 		r := &http.Request{Method: method, Header: http.Header{"Content-Type": {contentType}}}
 		r.URL = httptest.NewRequest("GET", "/", nil).URL
 		r.URL.Path, r.URL.RawQuery = path, query
-		c, problem := classify.Classify(r, procs)
+		c, problem := wire.Classify(r, procs)
 		if problem != 0 {
 			return
 		}
@@ -115,7 +115,7 @@ func TestMediaTypeReadsAsMimeDoes(t *testing.T) {
 	} {
 		want, _, err := mime.ParseMediaType(ct)
 		wantOK := err == nil && len(ct) <= 128
-		got, ok := classify.MediaType(http.Header{"Content-Type": {ct}})
+		got, ok := wire.MediaType(http.Header{"Content-Type": {ct}})
 		if ok != wantOK || ok && got != want {
 			t.Errorf("MediaType(%q) = %q, %v; want %q, %v", ct, got, ok, want, wantOK)
 		}

@@ -1,4 +1,4 @@
-package result
+package wire
 
 import (
 	"encoding/json"
@@ -6,9 +6,6 @@ import (
 	"strconv"
 
 	"connectrpc.com/connect"
-
-	"github.com/orgedge/edge/edge/classify"
-	"github.com/orgedge/edge/edge/wire"
 )
 
 // Answer is what a call's result is read from: the answer as it went to the
@@ -24,7 +21,7 @@ type Answer struct {
 	Trailer http.Header
 	// Frames followed the body of a gRPC-Web answer or a Connect stream
 	// (see NewFrames).
-	Frames *wire.Frames
+	Frames *Frames
 	// Body is a Connect unary or HTTP/JSON answer's error body, when kept
 	// whole; BodyOver: it was too large to keep.
 	Body     []byte
@@ -59,12 +56,12 @@ func CodeName(c connect.Code) string {
 // envelopes of a gRPC-Web answer (its trailers frame) or of a Connect
 // stream (its end-of-stream message); nil for the protocols whose result
 // is in the HTTP status or trailers.
-func NewFrames(c classify.Call) *wire.Frames {
+func NewFrames(c Call) *Frames {
 	switch {
-	case c.Protocol == classify.GRPCWeb:
-		return &wire.Frames{End: wire.FlagTrailer}
-	case c.Protocol == classify.Connect && c.Streaming:
-		return &wire.Frames{End: wire.FlagEndStream}
+	case c.Protocol == GRPCWeb:
+		return &Frames{End: FlagTrailer}
+	case c.Protocol == Connect && c.Streaming:
+		return &Frames{End: FlagEndStream}
 	}
 	return nil
 }
@@ -75,12 +72,12 @@ func NewFrames(c classify.Call) *wire.Frames {
 // the end-of-stream message (Connect streams); the error body's code
 // (Connect unary, HTTP/JSON), else the HTTP status as Connect clients map
 // it. The code is meaningful when the ending is Whole.
-func Of(c classify.Call, a Answer) (connect.Code, Ending) {
+func Of(c Call, a Answer) (connect.Code, Ending) {
 	if a.Status == 0 {
 		return 0, CutShort
 	}
 	switch {
-	case c.Protocol == classify.GRPC:
+	case c.Protocol == GRPC:
 		s := a.Trailer.Get("Grpc-Status")
 		if s == "" {
 			// Trailers a handler set without declaring them first.
@@ -93,7 +90,7 @@ func Of(c classify.Call, a Answer) (connect.Code, Ending) {
 			return HTTPCode(a.Status), Whole
 		}
 		return grpcCode(s)
-	case c.Protocol == classify.GRPCWeb:
+	case c.Protocol == GRPCWeb:
 		if s := a.Header.Get("Grpc-Status"); s != "" {
 			return grpcCode(s) // trailers-only
 		}
@@ -101,8 +98,8 @@ func Of(c classify.Call, a Answer) (connect.Code, Ending) {
 		if !ok {
 			return code, end
 		}
-		return grpcCode(wire.Trailer(payload).Get("Grpc-Status"))
-	case c.Protocol == classify.Connect && c.Streaming:
+		return grpcCode(Trailer(payload).Get("Grpc-Status"))
+	case c.Protocol == Connect && c.Streaming:
 		payload, code, ending, ok := endFrame(a, "Connect-Content-Encoding")
 		if !ok {
 			return code, ending

@@ -1,15 +1,6 @@
-// Package classify tells, from a request's method, path and headers alone,
-// which protocol a caller speaks and which procedure it calls. The chain
-// (edge.Server) asks it first, before any step that depends on the answer
-// (authentication, limits, idempotency, errors); only the wrappers around
-// the chain (conns, cors, webtext) see a request before it.
-//
-// It reads no body and trusts nothing it reads: a request it cannot place
-// gets an error that says why.
-package classify
+package wire
 
 import (
-	"mime"
 	"net/http"
 	"strings"
 
@@ -119,67 +110,15 @@ func Classify(r *http.Request, procs Procedures) (Call, Problem) {
 	return c, 0
 }
 
-// MediaType is the media type of h's Content-Type, lower case and without
-// its parameters; ok is false when it is missing, longer than 128 bytes (no
-// media type of this API is) or malformed. It is the edge's one reading of
-// a Content-Type: a request's (the chain, the refusal's protocol, the
-// idempotency fingerprint, the operator API) and an answer's (the end of a
-// stream the edge cuts).
-func MediaType(h http.Header) (mt string, ok bool) {
-	ct := h.Get("Content-Type")
-	if plain(ct) {
-		// What clients send, as ParseMediaType would return it, without
-		// its lowering and parameter map (4,000 instructions a call).
-		return ct, true
-	}
-	if len(ct) > 128 {
-		return "", false
-	}
-	mt, _, err := mime.ParseMediaType(ct)
-	return mt, err == nil
-}
-
-// plain reports whether ct is a media type of this API written as
-// MediaType returns it: lower case, no parameters.
-func plain(ct string) bool {
-	switch ct {
-	case "application/json", "application/proto", "application/connect+proto", "application/connect+json",
-		"application/grpc", "application/grpc+proto", "application/grpc+json",
-		"application/grpc-web", "application/grpc-web+proto", "application/grpc-web+json",
-		"application/grpc-web-text", "application/grpc-web-text+proto", "application/grpc-web-text+json":
-		return true
-	}
-	return false
-}
-
 // fromContentType sets the protocol and codec from Content-Type.
 func (c *Call) fromContentType(h http.Header) bool {
-	mt, ok := MediaType(h)
+	m, ok := MediaOf(h)
 	if !ok {
 		return false
 	}
-	switch mt {
-	case "application/grpc", "application/grpc+proto":
-		c.Protocol = GRPC
-	case "application/grpc+json":
-		c.Protocol, c.JSON = GRPC, true
-	case "application/grpc-web", "application/grpc-web+proto", "application/grpc-web-text", "application/grpc-web-text+proto":
-		c.Protocol = GRPCWeb
-	case "application/grpc-web+json", "application/grpc-web-text+json":
-		c.Protocol, c.JSON = GRPCWeb, true
-	case "application/connect+proto":
+	c.Protocol, c.JSON, c.UnaryConnect = m.Protocol, m.JSON, m.Unary
+	if c.Protocol == HTTP && h.Get("Connect-Protocol-Version") != "" {
 		c.Protocol = Connect
-	case "application/connect+json":
-		c.Protocol, c.JSON = Connect, true
-	case "application/proto":
-		c.Protocol, c.UnaryConnect = Connect, true
-	case "application/json":
-		c.Protocol, c.UnaryConnect, c.JSON = HTTP, true, true
-		if h.Get("Connect-Protocol-Version") != "" {
-			c.Protocol = Connect
-		}
-	default:
-		return false
 	}
 	return true
 }

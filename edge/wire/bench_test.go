@@ -1,10 +1,10 @@
-package classify_test
+package wire_test
 
 import (
 	"net/http/httptest"
 	"testing"
 
-	"github.com/orgedge/edge/edge/classify"
+	"github.com/orgedge/edge/edge/wire"
 )
 
 func BenchmarkClassify(b *testing.B) {
@@ -19,7 +19,7 @@ func BenchmarkClassify(b *testing.B) {
 			r.Header.Set("Content-Type", c.contentType)
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, p := classify.Classify(r, procs); p != 0 {
+				if _, p := wire.Classify(r, procs); p != 0 {
 					b.Fatal(p)
 				}
 			}
