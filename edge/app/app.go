@@ -34,6 +34,7 @@ import (
 	"github.com/orgedge/edge/edge/idempotency"
 	"github.com/orgedge/edge/edge/limits"
 	"github.com/orgedge/edge/edge/observe"
+	"github.com/orgedge/edge/edge/policy"
 	"github.com/orgedge/edge/edge/quota"
 	"github.com/orgedge/edge/edge/ratelimit"
 	"github.com/orgedge/edge/edge/reflection"
@@ -168,7 +169,7 @@ func New(cfg *config.Config, log *slog.Logger, version string, opts ...Option) (
 		MaxHeld: cfg.Listen.MaxHeldCallsPerSubject, OnHold: listener.Held})
 	a.holds = holds
 	refusals := topk.New()
-	step := limits.New(limits.NewLive(cfg), limits.Options{
+	step := limits.New(policy.NewLive(cfg), limits.Options{
 		Early:          holds,
 		Rates:          rates,
 		Streams:        quota.NewStreams(a.redis, streamOpts),

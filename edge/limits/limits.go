@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -46,8 +45,8 @@ type Step struct {
 	now       func() time.Time
 	log       *slog.Logger
 	obs       Observer
-	live      atomic.Pointer[Live] // see Live and SetLive
-	early     *early.Holds         // nil: no call is held
+	live      policy.Current // see Live and SetLive
+	early     *early.Holds   // nil: no call is held
 	builtins  *builtinRates
 	shadows   shadowLog
 	late      lateConfirms // confirmations Redis refused, retried
@@ -77,7 +76,7 @@ type Options struct {
 }
 
 // New returns the limit step, deciding under live until SetLive.
-func New(live *Live, o Options) *Step {
+func New(live *policy.Live, o Options) *Step {
 	l := &Step{Rates: o.Rates, Streams: o.Streams, Envs: o.Envs, Reconciler: o.Reconciler,
 		onFailure: o.OnRedisFailure, now: time.Now, log: o.Log, obs: o.Observer, early: o.Early, builtins: newBuiltinRates(), onRefused: o.Refused}
 	if l.log == nil {
@@ -96,6 +95,12 @@ func New(live *Live, o Options) *Step {
 	return l
 }
 
+// Live is the policy calls use now.
+func (l *Step) Live() *policy.Live { return l.live.Load() }
+
+// SetLive makes p the policy of every call that starts from now on.
+func (l *Step) SetLive(p *policy.Live) { l.live.Store(p) }
+
 // Reasons of the limit step's refusals.
 const (
 	reasonRate      = "RATE_LIMIT_EXCEEDED"
@@ -104,13 +109,6 @@ const (
 	// ReasonUnavailable: Redis failed and limits.on_redis_failure is
 	// fail_closed.
 	ReasonUnavailable = "LIMITS_UNAVAILABLE"
-)
-
-// Names of rate limits, in decisions, headers and metrics: the plan's, and
-// an operation's ("op:" + its method).
-const (
-	PlanLimit       = "plan"
-	OperationPrefix = "op:"
 )
 
 // quotaLimit names the environment quotas to early.Holds: a refusal by a
@@ -127,9 +125,9 @@ func (l *Step) EarlyHold(c classify.Call, p *identity.Principal, rule *policy.Ru
 		return early.Hold{}
 	}
 	var buf [4]string
-	names := append(buf[:0], PlanLimit, ratelimit.DailyName)
+	names := append(buf[:0], policy.PlanLimit, ratelimit.DailyName)
 	if rule.RatePerMinute > 0 && !replay {
-		names = append(names, OperationPrefix+c.Method)
+		names = append(names, policy.OperationPrefix+c.Method)
 	}
 	if rule.Quota == config.QuotaReserveEnvironment && !replay {
 		names = append(names, quotaLimit)
@@ -184,7 +182,7 @@ func (a *Admission) Done(ctx context.Context) {
 // A shadow limit (a plan's or an operation's, shadow: true) decides like
 // any other, headers and metrics included, but what it refuses is admitted
 // and counted as shadow_refused (see shadowed).
-func (l *Step) Admit(ctx context.Context, w http.ResponseWriter, c classify.Call, p *identity.Principal, rule *policy.Rule, pol *Live) (*Admission, *connect.Error) {
+func (l *Step) Admit(ctx context.Context, w http.ResponseWriter, c classify.Call, p *identity.Principal, rule *policy.Rule, pol *policy.Live) (*Admission, *connect.Error) {
 	return l.admitCall(ctx, w, c, p, rule, pol, false)
 }
 
@@ -196,24 +194,23 @@ func (a *Admission) Replayed() bool { return a.replay }
 // already (a retry of a completed call): only the plan's rate and daily cap
 // count it; the operation's rate and its quotas do not apply, since the
 // operation does not run again.
-func (l *Step) AdmitReplay(ctx context.Context, w http.ResponseWriter, c classify.Call, p *identity.Principal, rule *policy.Rule, pol *Live) (*Admission, *connect.Error) {
+func (l *Step) AdmitReplay(ctx context.Context, w http.ResponseWriter, c classify.Call, p *identity.Principal, rule *policy.Rule, pol *policy.Live) (*Admission, *connect.Error) {
 	return l.admitCall(ctx, w, c, p, rule, pol, true)
 }
 
-func (l *Step) admitCall(ctx context.Context, w http.ResponseWriter, c classify.Call, p *identity.Principal, rule *policy.Rule, pol *Live, replay bool) (*Admission, *connect.Error) {
+func (l *Step) admitCall(ctx context.Context, w http.ResponseWriter, c classify.Call, p *identity.Principal, rule *policy.Rule, pol *policy.Live, replay bool) (*Admission, *connect.Error) {
 	if rule.Builtin {
 		return l.admitBuiltin(ctx, w, c, p, rule, pol)
 	}
 	planName, plan := pol.Limits.PlanFor(p.Plan, p.Subject)
-	req := ratelimit.Request{
-		Subject: p.Subject, SubjectSum: p.SubjectSum,
-		Limits: []ratelimit.Limit{{Name: PlanLimit, Rate: plan.RequestsPerMinute, Period: time.Minute, Burst: plan.Burst}},
-		Daily:  int(plan.RequestsPerDay),
-		Policy: planName, // for the operator API's inspect: the token's plan is known only here
+	var req ratelimit.Request
+	if replay {
+		req = policy.Rates(p.Subject, plan)
+	} else {
+		req = policy.Rates(p.Subject, plan, rule.Operation)
 	}
-	if rule.RatePerMinute > 0 && !replay {
-		req.Limits = append(req.Limits, ratelimit.Limit{Name: OperationPrefix + c.Method, Rate: rule.RatePerMinute, Period: time.Minute, Burst: rule.RatePerMinute})
-	}
+	req.SubjectSum = p.SubjectSum
+	req.Policy = planName // for the operator API's inspect: the token's plan is known only here
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
 		span.SetAttributes(attrPlan.String(planName))
 	}
@@ -259,7 +256,7 @@ func (l *Step) admitCall(ctx context.Context, w http.ResponseWriter, c classify.
 // hold takes the call's stream lease and environment reservation into a.
 // It returns the refusal to answer when the stream cap or a quota refuses
 // (or Redis fails under fail_closed), having given back what it took.
-func (l *Step) hold(ctx context.Context, w http.ResponseWriter, a *Admission, c classify.Call, p *identity.Principal, rule *policy.Rule, planName string, pol *Live) *connect.Error {
+func (l *Step) hold(ctx context.Context, w http.ResponseWriter, a *Admission, c classify.Call, p *identity.Principal, rule *policy.Rule, planName string, pol *policy.Live) *connect.Error {
 	if rule.ConcurrentStreams > 0 && c.Streaming {
 		lease, err := l.Streams.Acquire(ctx, p.Subject, rule.ConcurrentStreams)
 		switch {
@@ -283,7 +280,7 @@ func (l *Step) hold(ctx context.Context, w http.ResponseWriter, a *Admission, c 
 	if rule.Quota != config.QuotaReserveEnvironment {
 		return nil
 	}
-	q := QuotaOf(pol.Limits.QuotasFor(p.Subject, planName))
+	q := policy.QuotaOf(pol.Limits.QuotasFor(p.Subject, planName))
 	// A confirmation of this subject that Redis refused goes in first:
 	// until it is in, Redis counts that environment as nothing.
 	err := l.settleLate(ctx, p.Subject)
@@ -556,8 +553,8 @@ func rateRefusal(d ratelimit.Decision, plan string) *connect.Error {
 	switch {
 	case d.Refused == ratelimit.DailyName:
 		reason, msg = reasonDaily, fmt.Sprintf("daily request limit of the %s plan exceeded", plan)
-	case strings.HasPrefix(d.Refused, OperationPrefix):
-		reason, msg = reasonOperation, fmt.Sprintf("rate limit of %s exceeded", strings.TrimPrefix(d.Refused, OperationPrefix))
+	case strings.HasPrefix(d.Refused, policy.OperationPrefix):
+		reason, msg = reasonOperation, fmt.Sprintf("rate limit of %s exceeded", strings.TrimPrefix(d.Refused, policy.OperationPrefix))
 	}
 	retry := time.Duration(math.Ceil(d.RetryAfter.Seconds())) * time.Second
 	return apierror.New(connect.CodeResourceExhausted, reason, fmt.Sprintf("%s; retry after %s", msg, retry),
@@ -645,13 +642,4 @@ func ceilSeconds(d time.Duration) int64 {
 		return 0
 	}
 	return int64(math.Ceil(d.Seconds()))
-}
-
-// QuotaOf is the quota a subject's configured quotas make (Unlimited is the
-// quota package's 0).
-func QuotaOf(q config.Quotas) quota.Quota {
-	return quota.Quota{
-		ConcurrentEnvironments: int(q.ConcurrentEnvironments), EnvironmentsPerMonth: int(q.EnvironmentsPerMonth),
-		VCPUHoursPerMonth: float64(q.VCPUHoursPerMonth), MemoryGBHoursPerMonth: float64(q.MemoryGBHoursPerMonth),
-	}
 }
