@@ -31,8 +31,9 @@ import (
 	"github.com/orgedge/edge/internal/backendapi"
 )
 
-// Step is the limit step: plan and operation rates, concurrent-stream
-// leases and environment quotas, all in Redis. Build it with New.
+// Step is the limit step: it admits calls under the plan and operation
+// rates, the daily cap, the stream leases and the environment quotas of
+// the policy in force (Live), all counted in Redis. Build it with New.
 type Step struct {
 	Rates   *ratelimit.Limiter
 	Streams *quota.Streams
@@ -55,15 +56,20 @@ type Step struct {
 
 // Options are what a Step is made of besides its policy.
 type Options struct {
-	Rates   *ratelimit.Limiter
+	// Rates decides the plan and operation rates and the daily cap.
+	Rates *ratelimit.Limiter
+	// Streams holds the stream leases, Envs the environment quotas.
 	Streams *quota.Streams
 	Envs    *quota.Environments
 	// OnRedisFailure is limits.on_redis_failure: config.FailOpen or
 	// config.FailClosed, for the stream lease and the quotas (Rates has
 	// its own).
 	OnRedisFailure config.FailureMode
-	Reconciler     *Reconciler
-	Log            *slog.Logger
+	// Reconciler, when set, is kicked when a forced delete's ended
+	// environments could not all be released (see Ended); New gives it
+	// the step's observer, and the live environment size if it has none.
+	Reconciler *Reconciler
+	Log        *slog.Logger
 	// Observer counts what the step decides; nil: nothing is counted.
 	Observer Observer
 	// Early holds the calls of subjects that ignore the retry times of the
@@ -106,8 +112,10 @@ const (
 	reasonRate      = "RATE_LIMIT_EXCEEDED"
 	reasonDaily     = "DAILY_LIMIT_EXCEEDED"
 	reasonOperation = "OPERATION_RATE_EXCEEDED"
-	// ReasonUnavailable: Redis failed and limits.on_redis_failure is
-	// fail_closed.
+	// ReasonUnavailable: Redis failed, and the limit could not be
+	// decided without it (limits.on_redis_failure is fail_closed, or the
+	// call needs a bounded environment quota), or GetUsage could not read
+	// the counts.
 	ReasonUnavailable = "LIMITS_UNAVAILABLE"
 )
 
@@ -119,7 +127,8 @@ const quotaLimit = "quota"
 // lately refused, and told when to retry, by a limit that decides this
 // call too, and that has called early too often since (early.Holds). A
 // replay (see AdmitReplay) is decided by the plan's limits alone. The
-// caller waits the hold out (Hold.Wait) and then calls Admit.
+// caller waits the hold out (Hold.Wait) and then calls Admit or
+// AdmitReplay.
 func (l *Step) EarlyHold(c classify.Call, p *identity.Principal, rule *policy.Rule, replay bool) early.Hold {
 	if l.early == nil || !l.early.Remembers() || rule.Builtin {
 		return early.Hold{}
@@ -168,9 +177,11 @@ func (a *Admission) Done(ctx context.Context) {
 	}
 }
 
-// Admit applies every limit of the call under pol. It writes the rate
-// limit headers; when the call is refused it returns nil and the refusal to
-// answer. The caller ends the admission with Done when the call ends. ctx carries the edge.limits span, which gets the decision.
+// Admit applies every limit of the call under pol, the policy the call
+// read when it began. It writes the rate limit headers; when the call is
+// refused it returns nil and the refusal to answer. The caller ends the
+// admission with Done when the call ends. The span of ctx (edge.limits)
+// gets the decision.
 //
 // All of a call's limits are decided together: a call refused by any of
 // them consumes none. The stream lease and the environment reservation are
@@ -254,8 +265,9 @@ func (l *Step) admitCall(ctx context.Context, w http.ResponseWriter, c classify.
 }
 
 // hold takes the call's stream lease and environment reservation into a.
-// It returns the refusal to answer when the stream cap or a quota refuses
-// (or Redis fails under fail_closed), having given back what it took.
+// It returns the refusal to answer when the stream cap or a quota refuses,
+// or when Redis fails under fail_closed or for a bounded quota (which is
+// never granted unchecked), having given back what it took.
 func (l *Step) hold(ctx context.Context, w http.ResponseWriter, a *Admission, c classify.Call, p *identity.Principal, rule *policy.Rule, planName string, pol *policy.Live) *connect.Error {
 	if rule.ConcurrentStreams > 0 && c.Streaming {
 		lease, err := l.Streams.Acquire(ctx, p.Subject, rule.ConcurrentStreams)
@@ -375,8 +387,8 @@ func (l *Step) outage(ctx context.Context, what string, err error) *connect.Erro
 // deleted environment's quota. body is the whole answer, or readErr why it
 // could not be read.
 //
-// An answer the backend gave as a failure rolls the reservation back (in
-// done). A successful answer the edge cannot read never does: the
+// An answer the backend gave as a failure leaves the reservation to Done,
+// which rolls it back. A successful answer the edge cannot read never does: the
 // environment may exist. The reservation is then kept as a running
 // environment under a placeholder, counted in
 // edge_quota_unreadable_answers_total, logged, and left to reconciliation;
@@ -400,7 +412,7 @@ func (l *Step) Answered(ctx context.Context, a *Admission, c classify.Call, res 
 		err := read(created)
 		switch {
 		case errors.Is(err, wire.ErrFailed):
-			return // done() rolls the reservation back
+			return // Done rolls the reservation back
 		case err == nil && created.Environment.GetId() == "":
 			err = errors.New("no environment id in the answer")
 		}
@@ -459,8 +471,10 @@ func (l *Step) unreadable(ctx context.Context, c classify.Call, err error) {
 }
 
 // Ended releases, at once, the environments that a forced DeleteProject or
-// DeleteOrganization ended, as the backend listed them (backendapi.EndedHeader). When
-// the list was cut short (backendapi.EndedMoreHeader), a reconciliation pass runs now.
+// DeleteOrganization ended, as the backend listed them
+// (backendapi.EndedHeader; see EndedEnvironments). When the list was cut
+// short (backendapi.EndedMoreHeader) or Redis did not take it, the
+// reconciler, if there is one, is kicked for a pass now.
 func (l *Step) Ended(ctx context.Context, ids []string, more bool) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
@@ -509,7 +523,10 @@ func EndedEnvironments(h http.Header) (ids []string, more, ok bool) {
 // maxEndedEnvironments bounds the ids the edge takes from one answer.
 const maxEndedEnvironments = 1000
 
-// ReadAnswer reads a whole answer and puts it back for the client.
+// ReadAnswer reads a whole answer whose quota effect the step must know
+// (Admission.WatchesAnswer), for Answered, and puts it back for the
+// client. An answer over maxWatchedAnswer is not read: it is put back
+// whole and the error says so.
 func ReadAnswer(res *http.Response) ([]byte, error) {
 	body, err := io.ReadAll(io.LimitReader(res.Body, maxWatchedAnswer+1))
 	if err != nil {

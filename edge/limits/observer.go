@@ -6,8 +6,10 @@ import "go.opentelemetry.io/otel/attribute"
 // edge's metrics); the step itself imports no metrics library. Its methods
 // must be safe for concurrent use and cheap: they run on every call.
 type Observer interface {
-	// Decided counts one decision of limit ("plan", "op:<Method>",
-	// "daily", "streams", a quota's kind) for a subject of plan.
+	// Decided counts one decision of limit for a subject of plan: a
+	// refusal names the limit that refused ("plan", "op:<Method>",
+	// "daily", "streams", a quota's kind); an admission is counted once,
+	// as "rate", whatever limits applied.
 	Decided(plan, limit string, allowed bool)
 	// ShadowRefused counts a call a shadow limit would have refused.
 	ShadowRefused(plan, limit string)
