@@ -87,7 +87,7 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 
 // New builds the edge from validated configuration. It contacts
 // nothing: the issuer and Redis are reached on first use.
-func New(cfg *config.Config, log *slog.Logger, version string, opts ...Option) (*App, error) {
+func New(cfg *config.Config, log *slog.Logger, version string, opts ...Option) (_ *App, err error) {
 	var o options
 	for _, opt := range opts {
 		opt(&o)
@@ -144,6 +144,11 @@ func New(cfg *config.Config, log *slog.Logger, version string, opts ...Option) (
 	if a.redis, redisCert, err = newRedisClient(cfg.Redis); err != nil {
 		return nil, err
 	}
+	defer func() {
+		if err != nil { // every error from here on: the pool may be dialling already (redis.min_idle_conns)
+			_ = a.redis.Close()
+		}
+	}()
 	if redisCert != nil {
 		a.certs = append(a.certs, namedCert{"redis.tls", redisCert})
 	}
@@ -217,7 +222,6 @@ func New(cfg *config.Config, log *slog.Logger, version string, opts ...Option) (
 		TracerProvider: o.tracerProvider,
 	})
 	if err != nil {
-		_ = a.redis.Close()
 		return nil, err
 	}
 	a.edge = handler
@@ -252,7 +256,6 @@ func New(cfg *config.Config, log *slog.Logger, version string, opts ...Option) (
 	if cfg.Listen.TLS.CertFile != "" {
 		pair, err := certfile.Load(cfg.Listen.TLS.CertFile, cfg.Listen.TLS.KeyFile)
 		if err != nil {
-			_ = a.redis.Close()
 			return nil, fmt.Errorf("listen.tls: %w", err)
 		}
 		a.certs = append(a.certs, namedCert{"listen.tls", pair})
@@ -283,7 +286,6 @@ func New(cfg *config.Config, log *slog.Logger, version string, opts ...Option) (
 	h2 := &http2.Server{IdleTimeout: cfg.Listen.HTTP2IdleTimeout, CountError: listener.HTTP2Error}
 	//lint:ignore SA1019 as above
 	if err := http2.ConfigureServer(a.api, h2); err != nil {
-		_ = a.redis.Close()
 		return nil, fmt.Errorf("http2: %w", err)
 	}
 	a.admin = &http.Server{
