@@ -29,7 +29,7 @@ import (
 // list of its environments, and returns what it changed (any value that
 // encodes as JSON).
 //
-// With upstream.admin_url set, the edge wires limits.Reconciler.Settle
+// With upstream.admin_url set, the edge wires reconcile.Reconciler.Settle
 // here; without it settle-quota answers 501.
 type SettleFunc func(ctx context.Context, subject string) (any, error)
 

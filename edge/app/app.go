@@ -23,8 +23,8 @@ import (
 	"github.com/orgedge/edge/edge/cors"
 	"github.com/orgedge/edge/edge/early"
 	"github.com/orgedge/edge/edge/health"
-	"github.com/orgedge/edge/edge/limits"
 	"github.com/orgedge/edge/edge/observe"
+	"github.com/orgedge/edge/edge/reconcile"
 	"github.com/orgedge/edge/edge/topk"
 	"github.com/orgedge/edge/edge/webtext"
 )
@@ -43,7 +43,7 @@ type App struct {
 	// certs are the TLS certificates read from files, reloaded with the
 	// configuration file (reloadCerts).
 	certs          []namedCert
-	reconciler     *limits.Reconciler
+	reconciler     *reconcile.Reconciler
 	holds          *early.Holds
 	health         *health.Service
 	stopBackground context.CancelFunc

@@ -22,6 +22,7 @@ import (
 	"github.com/orgedge/edge/edge/policy"
 	"github.com/orgedge/edge/edge/quota"
 	"github.com/orgedge/edge/edge/ratelimit"
+	"github.com/orgedge/edge/edge/reconcile"
 	"github.com/orgedge/edge/edge/reflection"
 	"github.com/orgedge/edge/identity"
 )
@@ -110,7 +111,8 @@ func (a *App) newLimits(cfg *config.Config, rates *ratelimit.Limiter, reg promet
 	streamOpts := quotas
 	streamOpts.Renewals = observe.NewLeaseRenewals(reg)
 	if cfg.Upstream.AdminURL != "" {
-		a.reconciler = limits.NewReconciler(envs, cfg.Upstream.AdminURL, cfg.Limits.ReconcileInterval, a.log)
+		a.reconciler = reconcile.New(envs, cfg.Upstream.AdminURL, cfg.Limits.ReconcileInterval, a.log)
+		a.reconciler.Observer = metrics
 	}
 	a.holds = early.New(early.Options{Max: cfg.Listen.MaxEarlyCalls, MaxHold: cfg.Listen.MaxEarlyCallHold,
 		MaxHeld: cfg.Listen.MaxHeldCallsPerSubject, OnHold: listener.Held})
@@ -126,6 +128,9 @@ func (a *App) newLimits(cfg *config.Config, rates *ratelimit.Limiter, reg promet
 		Refused:        refused,
 	})
 	a.limits = step
+	if a.reconciler != nil {
+		a.reconciler.Size = func() quota.Size { return quota.Size(step.Live().Limits.EnvironmentSize) }
+	}
 	a.policyLoad.Store(&admin.PolicyLoad{LoadedAt: time.Now()})
 	return step
 }

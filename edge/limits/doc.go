@@ -7,9 +7,10 @@
 // releases (Answered, Ended), and the day's count, given back for a call no
 // backend received (Undelivered). Around admission it keeps what depends on
 // the same decisions: shadow limits, confirmations Redis refused (retried
-// until it takes them), the reconciliation of quotas with the backend's
-// environments, GetUsage, and which limits decide a call for the early
-// step (EarlyHold).
+// until it takes them), GetUsage, and which limits decide a call for the
+// early step (EarlyHold). It kicks the reconciliation of quotas with the
+// backend (edge/reconcile) when a forced delete's list could not be
+// applied, and runs none itself.
 //
 // It is not the limiter nor the policy: ratelimit decides rates and quota
 // counts environments in Redis, and policy says which plan, operation and

@@ -25,6 +25,7 @@ import (
 	"github.com/orgedge/edge/edge/policy"
 	"github.com/orgedge/edge/edge/quota"
 	"github.com/orgedge/edge/edge/ratelimit"
+	"github.com/orgedge/edge/edge/reconcile"
 	"github.com/orgedge/edge/edge/wire"
 	svcv1 "github.com/orgedge/edge/gen/svc/v1"
 	"github.com/orgedge/edge/identity"
@@ -40,7 +41,7 @@ type Step struct {
 	Envs    *quota.Environments
 	// Reconciler, when set, is asked for a pass when a forced delete's list
 	// of ended environments was cut short or could not be applied.
-	Reconciler *Reconciler
+	Reconciler *reconcile.Reconciler
 
 	onFailure config.FailureMode // limits.on_redis_failure
 	now       func() time.Time
@@ -66,9 +67,8 @@ type Options struct {
 	// its own).
 	OnRedisFailure config.FailureMode
 	// Reconciler, when set, is kicked when a forced delete's ended
-	// environments could not all be released (see Ended); New gives it
-	// the step's observer, and the live environment size if it has none.
-	Reconciler *Reconciler
+	// environments could not all be released (see Ended).
+	Reconciler *reconcile.Reconciler
 	Log        *slog.Logger
 	// Observer counts what the step decides; nil: nothing is counted.
 	Observer Observer
@@ -90,12 +90,6 @@ func New(live *policy.Live, o Options) *Step {
 	}
 	if l.obs == nil {
 		l.obs = nopObserver{}
-	}
-	if l.Reconciler != nil {
-		l.Reconciler.obs = l.obs
-		if l.Reconciler.Size == nil {
-			l.Reconciler.Size = func() quota.Size { return quota.Size(l.Live().Limits.EnvironmentSize) }
-		}
 	}
 	l.live.Store(live)
 	return l

@@ -21,10 +21,6 @@ type Observer interface {
 	// UnreadableAnswer counts a successful answer of method whose quota
 	// effect the edge could not read.
 	UnreadableAnswer(method string)
-	// Reconciled counts a reconciliation pass ("ok", "error", "skipped"),
-	// the environments it ended and those it adopted (counted, the edge
-	// having held no record of them).
-	Reconciled(outcome string, ended, adopted int)
 	// Refunded counts the refund of a call no backend received
 	// (Refund*; see Step.Undelivered).
 	Refunded(outcome string)
@@ -50,7 +46,6 @@ func (nopObserver) ShadowRefused(string, string) {}
 func (nopObserver) LeaseHeld(float64)            {}
 func (nopObserver) Reservation(string)           {}
 func (nopObserver) UnreadableAnswer(string)      {}
-func (nopObserver) Reconciled(string, int, int)  {}
 func (nopObserver) Refunded(string)              {}
 
 // Attributes the step sets on the span of the call's context (edge.limits).
