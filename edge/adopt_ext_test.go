@@ -9,7 +9,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/orgedge/edge/config"
-	"github.com/orgedge/edge/edge/limits"
+	"github.com/orgedge/edge/edge/reconcile"
 	svcv1 "github.com/orgedge/edge/gen/svc/v1"
 	"github.com/orgedge/edge/internal/testenv"
 	"github.com/orgedge/edge/internal/testkit"
@@ -23,7 +23,7 @@ type adoptStack struct {
 	iss        string
 	backend    *testkit.Backend
 	edge       *testkit.Edge
-	reconciler *limits.Reconciler
+	reconciler *reconcile.Reconciler
 }
 
 func startAdoptStack(t *testing.T, svc orgsvc.Config, change func(*config.Config)) *adoptStack {

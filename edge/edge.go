@@ -456,7 +456,7 @@ const streamDeadlineGrace = time.Second
 // authenticate authenticates and authorizes the caller, in a span of its
 // own. It returns the refusal to answer, if any, and the principal when the
 // token was valid.
-func (s *Server) authenticate(r *http.Request, c wire.Call, pol *limits.Live) (*identity.Principal, *policy.Rule, *connect.Error) {
+func (s *Server) authenticate(r *http.Request, c wire.Call, pol *policy.Live) (*identity.Principal, *policy.Rule, *connect.Error) {
 	ctx, span := s.tracing.Start(r.Context(), observe.SpanAuthenticate)
 	defer span.End()
 	p, err := s.auth.AuthenticateRequest(ctx, r)

@@ -15,8 +15,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/orgedge/edge/config"
-	"github.com/orgedge/edge/edge/limits"
 	"github.com/orgedge/edge/edge/quota"
+	"github.com/orgedge/edge/edge/reconcile"
 	svcv1 "github.com/orgedge/edge/gen/svc/v1"
 	"github.com/orgedge/edge/internal/backendapi"
 	"github.com/orgedge/edge/internal/testkit"
@@ -417,14 +417,14 @@ func redisClient(t testing.TB, addr string) *redis.Client {
 // reconciler is a reconciliation of e's environment quotas with its backend
 // (upstream.admin_url), on e's Redis and keys: its Pass does now what e's own
 // reconciler does every limits.reconcile_interval.
-func reconciler(t testing.TB, e *testkit.Edge) *limits.Reconciler {
+func reconciler(t testing.TB, e *testkit.Edge) *reconcile.Reconciler {
 	t.Helper()
 	// Each Redis call gets the deadline the edge's own gives it: a first
 	// call dials, which under -race on a busy machine takes longer than the
 	// package default of 50ms.
 	timeout := e.Config.Redis.PoolTimeout + 2*e.Config.Redis.Timeout
 	envs := quota.NewEnvironments(redisClient(t, e.Config.Redis.Addr), quota.Options{KeyPrefix: e.Config.Redis.KeyPrefix, Timeout: timeout})
-	r := limits.NewReconciler(envs, e.Config.Upstream.AdminURL, e.Config.Limits.ReconcileInterval, slog.New(slog.DiscardHandler))
+	r := reconcile.New(envs, e.Config.Upstream.AdminURL, e.Config.Limits.ReconcileInterval, slog.New(slog.DiscardHandler))
 	r.Size = func() quota.Size { return quota.Size(e.Config.Limits.EnvironmentSize) }
 	return r
 }

@@ -10,7 +10,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/orgedge/edge/config"
-	"github.com/orgedge/edge/edge/limits"
+	"github.com/orgedge/edge/edge/reconcile"
 	svcv1 "github.com/orgedge/edge/gen/svc/v1"
 	"github.com/orgedge/edge/internal/testkit"
 	"github.com/orgedge/edge/orgsvc"
@@ -24,7 +24,7 @@ const fuzzQuota = 3
 // and every check compares with the backend's truth, not a model.
 type quotaWorld struct {
 	edge       *testkit.Edge
-	reconciler *limits.Reconciler
+	reconciler *reconcile.Reconciler
 	subjects   []*fuzzSubject
 	names      int
 }

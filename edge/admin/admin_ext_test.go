@@ -22,6 +22,7 @@ import (
 	"github.com/orgedge/edge/edge/admin"
 	"github.com/orgedge/edge/edge/authn"
 	"github.com/orgedge/edge/edge/limits"
+	"github.com/orgedge/edge/edge/policy"
 	"github.com/orgedge/edge/edge/quota"
 	"github.com/orgedge/edge/edge/ratelimit"
 	"github.com/orgedge/edge/identity"
@@ -182,7 +183,7 @@ func startOperator(t *testing.T, o operatorOptions) *operator {
 	qo := quota.Options{KeyPrefix: prefix, Timeout: 5 * time.Second, LeasePeriod: time.Minute}
 	cfg := config.Default()
 	cfg.Limits.Plans["free"] = slowFree()
-	step := limits.New(limits.NewLive(cfg), limits.Options{
+	step := limits.New(policy.NewLive(cfg), limits.Options{
 		Rates: rates, Streams: quota.NewStreams(rdb, qo), Envs: quota.NewEnvironments(rdb, qo),
 		OnRedisFailure: config.FailClosed,
 	})
@@ -228,7 +229,7 @@ func decode[T any](t *testing.T, body string) T {
 func planLimit(t *testing.T, st admin.SubjectState) admin.LimitState {
 	t.Helper()
 	for _, l := range st.Limits {
-		if l.Name == limits.PlanLimit {
+		if l.Name == policy.PlanLimit {
 			return l
 		}
 	}
@@ -242,7 +243,7 @@ func TestOnLoopbackAnOperatorInspectsAndResetsASubjectWithoutAToken(t *testing.T
 	op := startOperator(t, operatorOptions{addr: "127.0.0.1:9090"})
 	subject := testenv.Unique("customer")
 	free := slowFree()
-	req := ratelimit.Request{Subject: subject, Limits: []ratelimit.Limit{{Name: limits.PlanLimit, Rate: free.RequestsPerMinute, Period: time.Minute, Burst: free.Burst}}}
+	req := ratelimit.Request{Subject: subject, Limits: []ratelimit.Limit{{Name: policy.PlanLimit, Rate: free.RequestsPerMinute, Period: time.Minute, Burst: free.Burst}}}
 	for range 5 {
 		if d, err := op.rates.Allow(context.Background(), req); err != nil || !d.Allowed {
 			t.Fatalf("a call of the subject: %+v, %v", d, err)

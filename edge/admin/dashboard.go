@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/orgedge/edge/edge/limits"
+	"github.com/orgedge/edge/edge/policy"
 	"github.com/orgedge/edge/edge/proxy"
 	"github.com/orgedge/edge/edge/ratelimit"
 	"github.com/orgedge/edge/edge/topk"
@@ -178,7 +179,7 @@ func (d *dashboard) policy() policyState {
 	}
 	for name, p := range l.Plans {
 		s := planState{Name: name, RequestsPerMinute: p.RequestsPerMinute, Burst: p.Burst, RequestsPerDay: int(p.RequestsPerDay),
-			Quotas: Quotas(limits.QuotaOf(p.Quotas)), Shadow: p.Shadow, Sources: []string{"claim"}, Overrides: overrides[name]}
+			Quotas: Quotas(policy.QuotaOf(p.Quotas)), Shadow: p.Shadow, Sources: []string{"claim"}, Overrides: overrides[name]}
 		if s.Overrides > 0 {
 			s.Sources = append(s.Sources, "subject_plans")
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/orgedge/edge/edge/authn"
 	"github.com/orgedge/edge/edge/idempotency"
 	"github.com/orgedge/edge/edge/limits"
+	"github.com/orgedge/edge/edge/policy"
 	"github.com/orgedge/edge/edge/ratelimit"
 	"github.com/orgedge/edge/edge/wire"
 	"github.com/orgedge/edge/identity"
@@ -28,7 +29,7 @@ import (
 // list of its environments, and returns what it changed (any value that
 // encodes as JSON).
 //
-// With upstream.admin_url set, the edge wires limits.Reconciler.Settle
+// With upstream.admin_url set, the edge wires reconcile.Reconciler.Settle
 // here; without it settle-quota answers 501.
 type SettleFunc func(ctx context.Context, subject string) (any, error)
 
@@ -370,27 +371,10 @@ type Quotas struct {
 	MemoryGBHoursPerMonth  float64 `json:"memory_gb_hours_per_month"`
 }
 
-// rateRequest is the request whose limits a subject has under pol: the
-// plan's and those of every operation with a rate of its own.
-func rateRequest(pol *limits.Live, subject, planName string, plan config.Plan) ratelimit.Request {
-	req := ratelimit.Request{
-		Subject: subject,
-		Limits:  []ratelimit.Limit{{Name: limits.PlanLimit, Rate: plan.RequestsPerMinute, Period: time.Minute, Burst: plan.Burst}},
-		Daily:   int(plan.RequestsPerDay),
-	}
-	for _, op := range pol.Table.Operations() {
-		if op.RatePerMinute > 0 {
-			_, method, _ := strings.Cut(strings.TrimPrefix(op.Procedure, "/"), "/")
-			req.Limits = append(req.Limits, ratelimit.Limit{Name: limits.OperationPrefix + method, Rate: op.RatePerMinute, Period: time.Minute, Burst: op.RatePerMinute})
-		}
-	}
-	return req
-}
-
 // planOf is the plan an operator looks at: ?plan= if it names a plan, else
 // the subject's subject_plans entry, else the default plan. inspect prefers
 // the plan the subject was last charged under, which only Redis knows.
-func planOf(pol *limits.Live, r *http.Request, subject string) (name, source string, plan config.Plan, err error) {
+func planOf(pol *policy.Live, r *http.Request, subject string) (name, source string, plan config.Plan, err error) {
 	if q := r.URL.Query().Get("plan"); q != "" {
 		p, ok := pol.Limits.Plans[strings.ToLower(q)]
 		if !ok {
@@ -412,7 +396,7 @@ func (o *operator) inspect(ctx context.Context, r *http.Request, subject string)
 	if err != nil {
 		return nil, err
 	}
-	d, err := o.limits.Rates.Peek(ctx, rateRequest(pol, subject, planName, plan))
+	d, err := o.limits.Rates.Peek(ctx, policy.Rates(subject, plan, pol.Table.Operations()...))
 	if err != nil {
 		return nil, fmt.Errorf("read rate limits: %w", err)
 	}
@@ -421,7 +405,7 @@ func (o *operator) inspect(ctx context.Context, r *http.Request, subject string)
 	if charged, ok := pol.Limits.Plans[d.Policy]; ok && source != "query" {
 		if d.Policy != planName {
 			planName, plan = d.Policy, charged
-			if d, err = o.limits.Rates.Peek(ctx, rateRequest(pol, subject, planName, plan)); err != nil {
+			if d, err = o.limits.Rates.Peek(ctx, policy.Rates(subject, plan, pol.Table.Operations()...)); err != nil {
 				return nil, fmt.Errorf("read rate limits: %w", err)
 			}
 		}
@@ -436,8 +420,8 @@ func (o *operator) inspect(ctx context.Context, r *http.Request, subject string)
 			continue
 		}
 		shadow := plan.Shadow
-		if s.Name != limits.PlanLimit {
-			shadow = opShadow(pol, strings.TrimPrefix(s.Name, limits.OperationPrefix))
+		if s.Name != policy.PlanLimit {
+			shadow = opShadow(pol, strings.TrimPrefix(s.Name, policy.OperationPrefix))
 		}
 		st.Limits = append(st.Limits, LimitState{Name: s.Name, RequestsPerMinute: s.Limit, Burst: s.Burst,
 			Remaining: s.Remaining, ResetAfterSeconds: s.ResetAfter.Round(time.Millisecond).Seconds(), Shadow: shadow})
@@ -462,7 +446,7 @@ func (o *operator) inspect(ctx context.Context, r *http.Request, subject string)
 		return nil, fmt.Errorf("read environment quota: %w", err)
 	}
 	st.Environments = Environments{Running: u.Environments, CreatedThisMonth: u.Created,
-		VCPUHours: u.VCPUHours, MemoryGBHours: u.MemoryGBHours, Quotas: Quotas(limits.QuotaOf(pol.Limits.QuotasFor(subject, planName)))}
+		VCPUHours: u.VCPUHours, MemoryGBHours: u.MemoryGBHours, Quotas: Quotas(policy.QuotaOf(pol.Limits.QuotasFor(subject, planName)))}
 	if o.idem != nil {
 		n, err := o.idem.Keys(ctx, subject)
 		if err != nil {
@@ -474,7 +458,7 @@ func (o *operator) inspect(ctx context.Context, r *http.Request, subject string)
 }
 
 // opShadow reports whether the operation named by method is in shadow mode.
-func opShadow(pol *limits.Live, method string) bool {
+func opShadow(pol *policy.Live, method string) bool {
 	for _, op := range pol.Table.Operations() {
 		if strings.HasSuffix(op.Procedure, "/"+method) {
 			return op.Shadow
@@ -488,7 +472,7 @@ func (o *operator) resetLimits(ctx context.Context, r *http.Request, subject str
 	var names []string
 	// Every plan's limit shares one key ("plan"), so resetting it covers
 	// whichever plan the subject's token names.
-	for _, l := range rateRequest(pol, subject, "", config.Plan{}).Limits {
+	for _, l := range policy.Rates(subject, config.Plan{}, pol.Table.Operations()...).Limits {
 		names = append(names, l.Name)
 	}
 	if err := o.limits.Rates.Reset(ctx, subject, names); err != nil {

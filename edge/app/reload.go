@@ -17,6 +17,7 @@ import (
 	"github.com/orgedge/edge/edge/admin"
 	"github.com/orgedge/edge/edge/cors"
 	"github.com/orgedge/edge/edge/limits"
+	"github.com/orgedge/edge/edge/policy"
 	"github.com/orgedge/edge/internal/certfile"
 )
 
@@ -149,7 +150,7 @@ func (a *App) apply(cfg *config.Config) {
 	if restart := needRestart(a.cfg, cfg); len(restart) > 0 {
 		a.log.Warn("config reload: these settings changed but apply only after a restart; the running values stay", "settings", restart)
 	}
-	p := limits.NewLive(cfg)
+	p := policy.NewLive(cfg)
 	// Counted and logged before the swap, so that whoever sees a call
 	// decided by the new policy finds the reload in the metrics and the log.
 	a.reloads.reloads.WithLabelValues(reloadSuccess).Inc()

@@ -87,7 +87,7 @@ func newStepOn(t *testing.T, rdb redis.UniversalClient, onFailure config.Failure
 	}
 	obs := newCounts()
 	qo := quota.Options{KeyPrefix: prefix, Timeout: 5 * time.Second, LeasePeriod: time.Minute}
-	step := limits.New(limits.NewLive(cfg), limits.Options{
+	step := limits.New(policy.NewLive(cfg), limits.Options{
 		Rates:   ratelimit.New(rdb, ratelimit.Options{Timeout: 5 * time.Second, KeyPrefix: prefix, OnRedisFailure: onFailure}),
 		Streams: quota.NewStreams(rdb, qo), Envs: quota.NewEnvironments(rdb, qo),
 		OnRedisFailure: onFailure, Observer: obs,

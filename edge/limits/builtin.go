@@ -67,7 +67,7 @@ func (b *builtinRates) reserve(subject string, now time.Time) time.Duration {
 
 // admitBuiltin admits a call of one of the edge's own procedures: its own
 // rate, and, for a stream, a lease of the subject's stream cap.
-func (l *Step) admitBuiltin(ctx context.Context, w http.ResponseWriter, c wire.Call, p *identity.Principal, rule *policy.Rule, pol *Live) (*Admission, *connect.Error) {
+func (l *Step) admitBuiltin(ctx context.Context, w http.ResponseWriter, c wire.Call, p *identity.Principal, rule *policy.Rule, pol *policy.Live) (*Admission, *connect.Error) {
 	if wait := l.builtins.reserve(p.Subject, l.now()); wait > 0 {
 		l.traced(ctx, "refused", "builtin")
 		return nil, apierror.New(connect.CodeResourceExhausted, ReasonBuiltinRate,

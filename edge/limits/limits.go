@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -25,28 +24,30 @@ import (
 	"github.com/orgedge/edge/edge/policy"
 	"github.com/orgedge/edge/edge/quota"
 	"github.com/orgedge/edge/edge/ratelimit"
+	"github.com/orgedge/edge/edge/reconcile"
 	"github.com/orgedge/edge/edge/wire"
 	svcv1 "github.com/orgedge/edge/gen/svc/v1"
 	"github.com/orgedge/edge/identity"
 	"github.com/orgedge/edge/internal/backendapi"
 )
 
-// Step is the limit step: plan and operation rates, concurrent-stream
-// leases and environment quotas, all in Redis. Build it with New.
+// Step is the limit step: it admits calls under the plan and operation
+// rates, the daily cap, the stream leases and the environment quotas of
+// the policy in force (Live), all counted in Redis. Build it with New.
 type Step struct {
 	Rates   *ratelimit.Limiter
 	Streams *quota.Streams
 	Envs    *quota.Environments
 	// Reconciler, when set, is asked for a pass when a forced delete's list
 	// of ended environments was cut short or could not be applied.
-	Reconciler *Reconciler
+	Reconciler *reconcile.Reconciler
 
 	onFailure config.FailureMode // limits.on_redis_failure
 	now       func() time.Time
 	log       *slog.Logger
 	obs       Observer
-	live      atomic.Pointer[Live] // see Live and SetLive
-	early     *early.Holds         // nil: no call is held
+	live      policy.Current // see Live and SetLive
+	early     *early.Holds   // nil: no call is held
 	builtins  *builtinRates
 	shadows   shadowLog
 	late      lateConfirms // confirmations Redis refused, retried
@@ -55,15 +56,19 @@ type Step struct {
 
 // Options are what a Step is made of besides its policy.
 type Options struct {
-	Rates   *ratelimit.Limiter
+	// Rates decides the plan and operation rates and the daily cap.
+	Rates *ratelimit.Limiter
+	// Streams holds the stream leases, Envs the environment quotas.
 	Streams *quota.Streams
 	Envs    *quota.Environments
 	// OnRedisFailure is limits.on_redis_failure: config.FailOpen or
 	// config.FailClosed, for the stream lease and the quotas (Rates has
 	// its own).
 	OnRedisFailure config.FailureMode
-	Reconciler     *Reconciler
-	Log            *slog.Logger
+	// Reconciler, when set, is kicked when a forced delete's ended
+	// environments could not all be released (see Ended).
+	Reconciler *reconcile.Reconciler
+	Log        *slog.Logger
 	// Observer counts what the step decides; nil: nothing is counted.
 	Observer Observer
 	// Early holds the calls of subjects that ignore the retry times of the
@@ -76,7 +81,7 @@ type Options struct {
 }
 
 // New returns the limit step, deciding under live until SetLive.
-func New(live *Live, o Options) *Step {
+func New(live *policy.Live, o Options) *Step {
 	l := &Step{Rates: o.Rates, Streams: o.Streams, Envs: o.Envs, Reconciler: o.Reconciler,
 		onFailure: o.OnRedisFailure, now: time.Now, log: o.Log, obs: o.Observer, early: o.Early, builtins: newBuiltinRates(), onRefused: o.Refused}
 	if l.log == nil {
@@ -85,31 +90,26 @@ func New(live *Live, o Options) *Step {
 	if l.obs == nil {
 		l.obs = nopObserver{}
 	}
-	if l.Reconciler != nil {
-		l.Reconciler.obs = l.obs
-		if l.Reconciler.Size == nil {
-			l.Reconciler.Size = func() quota.Size { return quota.Size(l.Live().Limits.EnvironmentSize) }
-		}
-	}
 	l.live.Store(live)
 	return l
 }
+
+// Live is the policy calls use now.
+func (l *Step) Live() *policy.Live { return l.live.Load() }
+
+// SetLive makes p the policy of every call that starts from now on.
+func (l *Step) SetLive(p *policy.Live) { l.live.Store(p) }
 
 // Reasons of the limit step's refusals.
 const (
 	reasonRate      = "RATE_LIMIT_EXCEEDED"
 	reasonDaily     = "DAILY_LIMIT_EXCEEDED"
 	reasonOperation = "OPERATION_RATE_EXCEEDED"
-	// ReasonUnavailable: Redis failed and limits.on_redis_failure is
-	// fail_closed.
+	// ReasonUnavailable: Redis failed, and the limit could not be
+	// decided without it (limits.on_redis_failure is fail_closed, or the
+	// call needs a bounded environment quota), or GetUsage could not read
+	// the counts.
 	ReasonUnavailable = "LIMITS_UNAVAILABLE"
-)
-
-// Names of rate limits, in decisions, headers and metrics: the plan's, and
-// an operation's ("op:" + its method).
-const (
-	PlanLimit       = "plan"
-	OperationPrefix = "op:"
 )
 
 // quotaLimit names the environment quotas to early.Holds: a refusal by a
@@ -120,15 +120,16 @@ const quotaLimit = "quota"
 // lately refused, and told when to retry, by a limit that decides this
 // call too, and that has called early too often since (early.Holds). A
 // replay (see AdmitReplay) is decided by the plan's limits alone. The
-// caller waits the hold out (Hold.Wait) and then calls Admit.
+// caller waits the hold out (Hold.Wait) and then calls Admit or
+// AdmitReplay.
 func (l *Step) EarlyHold(c wire.Call, p *identity.Principal, rule *policy.Rule, replay bool) early.Hold {
 	if l.early == nil || !l.early.Remembers() || rule.Builtin {
 		return early.Hold{}
 	}
 	var buf [4]string
-	names := append(buf[:0], PlanLimit, ratelimit.DailyName)
+	names := append(buf[:0], policy.PlanLimit, ratelimit.DailyName)
 	if rule.RatePerMinute > 0 && !replay {
-		names = append(names, OperationPrefix+c.Method)
+		names = append(names, policy.OperationPrefix+c.Method)
 	}
 	if rule.Quota == config.QuotaReserveEnvironment && !replay {
 		names = append(names, quotaLimit)
@@ -169,9 +170,11 @@ func (a *Admission) Done(ctx context.Context) {
 	}
 }
 
-// Admit applies every limit of the call under pol. It writes the rate
-// limit headers; when the call is refused it returns nil and the refusal to
-// answer. The caller ends the admission with Done when the call ends. ctx carries the edge.limits span, which gets the decision.
+// Admit applies every limit of the call under pol, the policy the call
+// read when it began. It writes the rate limit headers; when the call is
+// refused it returns nil and the refusal to answer. The caller ends the
+// admission with Done when the call ends. The span of ctx (edge.limits)
+// gets the decision.
 //
 // All of a call's limits are decided together: a call refused by any of
 // them consumes none. The stream lease and the environment reservation are
@@ -183,7 +186,7 @@ func (a *Admission) Done(ctx context.Context) {
 // A shadow limit (a plan's or an operation's, shadow: true) decides like
 // any other, headers and metrics included, but what it refuses is admitted
 // and counted as shadow_refused (see shadowed).
-func (l *Step) Admit(ctx context.Context, w http.ResponseWriter, c wire.Call, p *identity.Principal, rule *policy.Rule, pol *Live) (*Admission, *connect.Error) {
+func (l *Step) Admit(ctx context.Context, w http.ResponseWriter, c wire.Call, p *identity.Principal, rule *policy.Rule, pol *policy.Live) (*Admission, *connect.Error) {
 	return l.admitCall(ctx, w, c, p, rule, pol, false)
 }
 
@@ -195,24 +198,23 @@ func (a *Admission) Replayed() bool { return a.replay }
 // already (a retry of a completed call): only the plan's rate and daily cap
 // count it; the operation's rate and its quotas do not apply, since the
 // operation does not run again.
-func (l *Step) AdmitReplay(ctx context.Context, w http.ResponseWriter, c wire.Call, p *identity.Principal, rule *policy.Rule, pol *Live) (*Admission, *connect.Error) {
+func (l *Step) AdmitReplay(ctx context.Context, w http.ResponseWriter, c wire.Call, p *identity.Principal, rule *policy.Rule, pol *policy.Live) (*Admission, *connect.Error) {
 	return l.admitCall(ctx, w, c, p, rule, pol, true)
 }
 
-func (l *Step) admitCall(ctx context.Context, w http.ResponseWriter, c wire.Call, p *identity.Principal, rule *policy.Rule, pol *Live, replay bool) (*Admission, *connect.Error) {
+func (l *Step) admitCall(ctx context.Context, w http.ResponseWriter, c wire.Call, p *identity.Principal, rule *policy.Rule, pol *policy.Live, replay bool) (*Admission, *connect.Error) {
 	if rule.Builtin {
 		return l.admitBuiltin(ctx, w, c, p, rule, pol)
 	}
 	planName, plan := pol.Limits.PlanFor(p.Plan, p.Subject)
-	req := ratelimit.Request{
-		Subject: p.Subject, SubjectSum: p.SubjectSum,
-		Limits: []ratelimit.Limit{{Name: PlanLimit, Rate: plan.RequestsPerMinute, Period: time.Minute, Burst: plan.Burst}},
-		Daily:  int(plan.RequestsPerDay),
-		Policy: planName, // for the operator API's inspect: the token's plan is known only here
+	var req ratelimit.Request
+	if replay {
+		req = policy.Rates(p.Subject, plan)
+	} else {
+		req = policy.Rates(p.Subject, plan, rule.Operation)
 	}
-	if rule.RatePerMinute > 0 && !replay {
-		req.Limits = append(req.Limits, ratelimit.Limit{Name: OperationPrefix + c.Method, Rate: rule.RatePerMinute, Period: time.Minute, Burst: rule.RatePerMinute})
-	}
+	req.SubjectSum = p.SubjectSum
+	req.Policy = planName // for the operator API's inspect: the token's plan is known only here
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
 		span.SetAttributes(attrPlan.String(planName))
 	}
@@ -256,9 +258,10 @@ func (l *Step) admitCall(ctx context.Context, w http.ResponseWriter, c wire.Call
 }
 
 // hold takes the call's stream lease and environment reservation into a.
-// It returns the refusal to answer when the stream cap or a quota refuses
-// (or Redis fails under fail_closed), having given back what it took.
-func (l *Step) hold(ctx context.Context, w http.ResponseWriter, a *Admission, c wire.Call, p *identity.Principal, rule *policy.Rule, planName string, pol *Live) *connect.Error {
+// It returns the refusal to answer when the stream cap or a quota refuses,
+// or when Redis fails under fail_closed or for a bounded quota (which is
+// never granted unchecked), having given back what it took.
+func (l *Step) hold(ctx context.Context, w http.ResponseWriter, a *Admission, c wire.Call, p *identity.Principal, rule *policy.Rule, planName string, pol *policy.Live) *connect.Error {
 	if rule.ConcurrentStreams > 0 && c.Streaming {
 		lease, err := l.Streams.Acquire(ctx, p.Subject, rule.ConcurrentStreams)
 		switch {
@@ -282,7 +285,7 @@ func (l *Step) hold(ctx context.Context, w http.ResponseWriter, a *Admission, c 
 	if rule.Quota != config.QuotaReserveEnvironment {
 		return nil
 	}
-	q := QuotaOf(pol.Limits.QuotasFor(p.Subject, planName))
+	q := policy.QuotaOf(pol.Limits.QuotasFor(p.Subject, planName))
 	// A confirmation of this subject that Redis refused goes in first:
 	// until it is in, Redis counts that environment as nothing.
 	err := l.settleLate(ctx, p.Subject)
@@ -377,8 +380,8 @@ func (l *Step) outage(ctx context.Context, what string, err error) *connect.Erro
 // deleted environment's quota. body is the whole answer, or readErr why it
 // could not be read.
 //
-// An answer the backend gave as a failure rolls the reservation back (in
-// done). A successful answer the edge cannot read never does: the
+// An answer the backend gave as a failure leaves the reservation to Done,
+// which rolls it back. A successful answer the edge cannot read never does: the
 // environment may exist. The reservation is then kept as a running
 // environment under a placeholder, counted in
 // edge_quota_unreadable_answers_total, logged, and left to reconciliation;
@@ -402,7 +405,7 @@ func (l *Step) Answered(ctx context.Context, a *Admission, c wire.Call, res *htt
 		err := read(created)
 		switch {
 		case errors.Is(err, wire.ErrFailed):
-			return // done() rolls the reservation back
+			return // Done rolls the reservation back
 		case err == nil && created.Environment.GetId() == "":
 			err = errors.New("no environment id in the answer")
 		}
@@ -461,8 +464,10 @@ func (l *Step) unreadable(ctx context.Context, c wire.Call, err error) {
 }
 
 // Ended releases, at once, the environments that a forced DeleteProject or
-// DeleteOrganization ended, as the backend listed them (backendapi.EndedHeader). When
-// the list was cut short (backendapi.EndedMoreHeader), a reconciliation pass runs now.
+// DeleteOrganization ended, as the backend listed them
+// (backendapi.EndedHeader; see EndedEnvironments). When the list was cut
+// short (backendapi.EndedMoreHeader) or Redis did not take it, the
+// reconciler, if there is one, is kicked for a pass now.
 func (l *Step) Ended(ctx context.Context, ids []string, more bool) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
@@ -511,7 +516,10 @@ func EndedEnvironments(h http.Header) (ids []string, more, ok bool) {
 // maxEndedEnvironments bounds the ids the edge takes from one answer.
 const maxEndedEnvironments = 1000
 
-// ReadAnswer reads a whole answer and puts it back for the client.
+// ReadAnswer reads a whole answer whose quota effect the step must know
+// (Admission.WatchesAnswer), for Answered, and puts it back for the
+// client. An answer over maxWatchedAnswer is not read: it is put back
+// whole and the error says so.
 func ReadAnswer(res *http.Response) ([]byte, error) {
 	body, err := io.ReadAll(io.LimitReader(res.Body, maxWatchedAnswer+1))
 	if err != nil {
@@ -555,8 +563,8 @@ func rateRefusal(d ratelimit.Decision, plan string) *connect.Error {
 	switch {
 	case d.Refused == ratelimit.DailyName:
 		reason, msg = reasonDaily, fmt.Sprintf("daily request limit of the %s plan exceeded", plan)
-	case strings.HasPrefix(d.Refused, OperationPrefix):
-		reason, msg = reasonOperation, fmt.Sprintf("rate limit of %s exceeded", strings.TrimPrefix(d.Refused, OperationPrefix))
+	case strings.HasPrefix(d.Refused, policy.OperationPrefix):
+		reason, msg = reasonOperation, fmt.Sprintf("rate limit of %s exceeded", strings.TrimPrefix(d.Refused, policy.OperationPrefix))
 	}
 	retry := time.Duration(math.Ceil(d.RetryAfter.Seconds())) * time.Second
 	return apierror.New(connect.CodeResourceExhausted, reason, fmt.Sprintf("%s; retry after %s", msg, retry),
@@ -644,13 +652,4 @@ func ceilSeconds(d time.Duration) int64 {
 		return 0
 	}
 	return int64(math.Ceil(d.Seconds()))
-}
-
-// QuotaOf is the quota a subject's configured quotas make (Unlimited is the
-// quota package's 0).
-func QuotaOf(q config.Quotas) quota.Quota {
-	return quota.Quota{
-		ConcurrentEnvironments: int(q.ConcurrentEnvironments), EnvironmentsPerMonth: int(q.EnvironmentsPerMonth),
-		VCPUHoursPerMonth: float64(q.VCPUHoursPerMonth), MemoryGBHoursPerMonth: float64(q.MemoryGBHoursPerMonth),
-	}
 }

@@ -6,8 +6,10 @@ import "go.opentelemetry.io/otel/attribute"
 // edge's metrics); the step itself imports no metrics library. Its methods
 // must be safe for concurrent use and cheap: they run on every call.
 type Observer interface {
-	// Decided counts one decision of limit ("plan", "op:<Method>",
-	// "daily", "streams", a quota's kind) for a subject of plan.
+	// Decided counts one decision of limit for a subject of plan: a
+	// refusal names the limit that refused ("plan", "op:<Method>",
+	// "daily", "streams", a quota's kind); an admission is counted once,
+	// as "rate", whatever limits applied.
 	Decided(plan, limit string, allowed bool)
 	// ShadowRefused counts a call a shadow limit would have refused.
 	ShadowRefused(plan, limit string)
@@ -19,10 +21,6 @@ type Observer interface {
 	// UnreadableAnswer counts a successful answer of method whose quota
 	// effect the edge could not read.
 	UnreadableAnswer(method string)
-	// Reconciled counts a reconciliation pass ("ok", "error", "skipped"),
-	// the environments it ended and those it adopted (counted, the edge
-	// having held no record of them).
-	Reconciled(outcome string, ended, adopted int)
 	// Refunded counts the refund of a call no backend received
 	// (Refund*; see Step.Undelivered).
 	Refunded(outcome string)
@@ -48,7 +46,6 @@ func (nopObserver) ShadowRefused(string, string) {}
 func (nopObserver) LeaseHeld(float64)            {}
 func (nopObserver) Reservation(string)           {}
 func (nopObserver) UnreadableAnswer(string)      {}
-func (nopObserver) Reconciled(string, int, int)  {}
 func (nopObserver) Refunded(string)              {}
 
 // Attributes the step sets on the span of the call's context (edge.limits).

@@ -33,7 +33,7 @@ const OutcomeShadowRefused = "shadow_refused"
 func (l *Step) shadowed(ctx context.Context, req ratelimit.Request, d ratelimit.Decision, planName string, plan config.Plan, rule *policy.Rule, p *identity.Principal) (ratelimit.Decision, bool, error) {
 	enforced := req
 	enforced.Limits = slices.DeleteFunc(slices.Clone(req.Limits), func(lim ratelimit.Limit) bool {
-		if lim.Name == PlanLimit {
+		if lim.Name == policy.PlanLimit {
 			return plan.Shadow
 		}
 		return rule.Shadow

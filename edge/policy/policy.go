@@ -1,9 +1,15 @@
-// Package policy holds the operation table: for each procedure of the API,
-// which service-account roles may call it and whether Idempotency-Key
-// applies. It is data from config; this package only looks it up.
+// Package policy is the live policy: the operation table (for each
+// procedure of the API, which service-account roles may call it, its rate,
+// stream cap and quota, and whether Idempotency-Key applies), the plans and
+// per-subject quotas, and the one mapping of a plan and its operations to
+// the rate limits and quotas that enforce them (Rates, QuotaOf), which the
+// limit step and the operator API both read. A reload builds a new Live and
+// swaps it in whole (Current). It is data from config; this package only
+// looks it up.
 //
-// People are not judged here: organization roles belong to the backend,
-// which owns membership.
+// It enforces nothing: the limit step (edge/limits) admits calls under a
+// Live, and ratelimit and quota count in Redis. People are not judged
+// here: organization roles belong to the backend, which owns membership.
 package policy
 
 import (

@@ -14,7 +14,7 @@ import (
 )
 
 // Quota is a subject's environment and compute quotas per calendar month
-// (UTC); 0 means unlimited (limits.QuotaOf makes one of config.Quotas).
+// (UTC); 0 means unlimited (policy.QuotaOf makes one of config.Quotas).
 type Quota struct {
 	ConcurrentEnvironments int
 	EnvironmentsPerMonth   int

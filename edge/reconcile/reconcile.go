@@ -1,4 +1,14 @@
-package limits
+// Package reconcile makes the edge's records of running environments in
+// Redis agree with the backend, the source of truth, both ways: it asks the
+// backend's admin listener (internal/backendapi) which environments it
+// still has and which each subject created, every interval and whenever
+// the limit step kicks it, and has quota apply the answer.
+//
+// It is not the quota: quota counts environments in Redis and decides what
+// a pass changes there (quota.Environments.Reconcile); this package only
+// asks the backend, paces the passes, and counts and logs them. It admits
+// nothing (edge/limits).
+package reconcile
 
 import (
 	"bytes"
@@ -35,20 +45,42 @@ type Reconciler struct {
 	Client *http.Client
 	Log    *slog.Logger
 	// Size is what an environment the edge had no record of counts for
-	// compute quotas once adopted. New sets it, when nil, to the live
-	// policy's limits.environment_size; it must be set before a pass.
+	// compute quotas once adopted (the live policy's
+	// limits.environment_size); it must be set before a pass.
 	Size func() quota.Size
+	// Observer counts the passes; nil: nothing is counted.
+	Observer Observer
 
-	obs  Observer
 	kick chan struct{}
 }
 
-// NewReconciler returns a reconciler; Run starts it.
-func NewReconciler(envs *quota.Environments, adminURL string, interval time.Duration, log *slog.Logger) *Reconciler {
+// Observer is what the reconciler tells whoever counts its passes (the
+// edge's metrics). Its method must be safe for concurrent use.
+type Observer interface {
+	// Reconciled counts a reconciliation pass ("ok", "error", "skipped"),
+	// the environments it ended and those it adopted (counted, the edge
+	// having held no record of them).
+	Reconciled(outcome string, ended, adopted int)
+}
+
+type nopObserver struct{}
+
+func (nopObserver) Reconciled(string, int, int) {}
+
+// New returns a reconciler; Run starts it.
+func New(envs *quota.Environments, adminURL string, interval time.Duration, log *slog.Logger) *Reconciler {
 	return &Reconciler{
 		Envs: envs, AdminURL: strings.TrimSuffix(adminURL, "/"), Interval: interval, Grace: interval,
-		Client: &http.Client{Timeout: 10 * time.Second}, Log: log, kick: make(chan struct{}, 1), obs: nopObserver{},
+		Client: &http.Client{Timeout: 10 * time.Second}, Log: log, kick: make(chan struct{}, 1),
 	}
+}
+
+// obs is the Observer, or one that counts nothing.
+func (r *Reconciler) obs() Observer {
+	if r.Observer == nil {
+		return nopObserver{}
+	}
+	return r.Observer
 }
 
 // Kick asks for a pass now, without waiting for the interval.
@@ -94,7 +126,7 @@ func (r *Reconciler) Settle(ctx context.Context, subject string) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	r.obs.Reconciled("ok", res.Ended, res.Adopted)
+	r.obs().Reconciled("ok", res.Ended, res.Adopted)
 	return map[string]int{"checked": res.Checked, "released": res.Ended, "adopted": res.Adopted}, nil
 }
 
@@ -115,13 +147,13 @@ func (r *Reconciler) pass(ctx context.Context, lease time.Duration) {
 func (r *Reconciler) report(ctx context.Context, res quota.Reconciled, ran bool, err error, start time.Time) {
 	switch {
 	case err != nil:
-		r.obs.Reconciled("error", res.Ended, res.Adopted)
+		r.obs().Reconciled("error", res.Ended, res.Adopted)
 		r.Log.WarnContext(ctx, "environment quota: reconciliation with the backend failed; retrying next interval",
 			"err", err, "released", res.Ended, "adopted", res.Adopted, "next_in", r.Interval)
 	case !ran:
-		r.obs.Reconciled("skipped", 0, 0)
+		r.obs().Reconciled("skipped", 0, 0)
 	default:
-		r.obs.Reconciled("ok", res.Ended, res.Adopted)
+		r.obs().Reconciled("ok", res.Ended, res.Adopted)
 		level := slog.LevelDebug
 		if res.Ended > 0 || res.Adopted > 0 {
 			level = slog.LevelInfo
