@@ -41,6 +41,12 @@ type Recorder struct {
 	upstream atomic.Int64
 	// reason says which dependency an unavailable answer is about.
 	reason string
+	// read is the answer's reading when a step read it whole and handed
+	// it over (Read); elsewhere: a step above this writer reads it
+	// (ReadElsewhere), so this one follows nothing.
+	read      wire.Reading
+	hasRead   bool
+	elsewhere bool
 	// What wire.Of reads the answer's code from: the body's envelopes
 	// (gRPC-Web, Connect streams), an error body, the bytes written.
 	frames  *wire.Frames
@@ -78,6 +84,26 @@ func (r *Recorder) End(err *connect.Error) {
 	if err.Code() == connect.CodeUnavailable {
 		r.reason = unavailableReasonOf(err)
 	}
+}
+
+// Read hands the Recorder a step's reading of the whole answer (the forward
+// step's of an answer the limits watch, the idempotency capture's): the
+// answer is read once per call, and Result takes this reading. The
+// Recorder stops following the answer itself.
+func (r *Recorder) Read(read wire.Reading) {
+	r.read, r.hasRead = read, true
+	r.ReadElsewhere()
+}
+
+// Reading is the reading a step handed over (Read), if any.
+func (r *Recorder) Reading() (wire.Reading, bool) { return r.read, r.hasRead }
+
+// ReadElsewhere says that a step above this writer reads the answer whole
+// and will hand its reading over (Read): the Recorder follows nothing of
+// it. Should the step end without handing one (its handler panicked: an
+// answer cut short), the call's code is unknown.
+func (r *Recorder) ReadElsewhere() {
+	r.elsewhere, r.frames, r.errBody, r.errOver = true, nil, nil, false
 }
 
 // AnswersItself records that the edge answers the call itself, in place of
@@ -182,7 +208,7 @@ func (r *Recorder) Write(b []byte) (int, error) {
 	r.written += int64(n)
 	if r.frames != nil {
 		r.frames.Feed(b[:n])
-	} else if r.status != http.StatusOK && !r.errOver {
+	} else if r.status != http.StatusOK && !r.errOver && !r.elsewhere {
 		// A Connect unary or HTTP/JSON error: its code is in the body.
 		if len(r.errBody)+n > MaxErrorBody {
 			r.errBody, r.errOver = nil, true
@@ -231,9 +257,14 @@ func (r *Recorder) answerCode(c wire.Call) string {
 	if r.replayCode != "" {
 		return r.replayCode
 	}
-	h := r.Header()
-	code, ending := wire.Of(c, wire.Answer{Status: r.status, Header: h, Trailer: h, Frames: r.frames,
-		Body: r.errBody, BodyOver: r.errOver, Written: r.written})
+	code, ending := r.read.Code, r.read.Ending
+	switch {
+	case r.hasRead:
+	case r.elsewhere:
+		ending = wire.CutShort
+	default:
+		code, ending = r.readWhatWentOut(c)
+	}
 	switch ending {
 	case wire.Whole:
 		return wire.CodeName(code)
@@ -241,6 +272,13 @@ func (r *Recorder) answerCode(c wire.Call) string {
 		return wire.CodeName(wire.HTTPCode(r.status))
 	}
 	return "unknown" // cut short: no status reached the client
+}
+
+// readWhatWentOut reads the call's code from the answer as it went out.
+func (r *Recorder) readWhatWentOut(c wire.Call) (connect.Code, wire.Ending) {
+	h := r.Header()
+	return wire.Of(c, wire.Answer{Status: r.status, Header: h, Trailer: h, Frames: r.frames,
+		Body: r.errBody, BodyOver: r.errOver, Written: r.written})
 }
 
 // ServerFault reports whether a code says the server failed, rather than

@@ -30,6 +30,7 @@ import (
 	"github.com/orgedge/edge/edge/limits"
 	"github.com/orgedge/edge/edge/observe"
 	"github.com/orgedge/edge/edge/proxy"
+	"github.com/orgedge/edge/edge/wire"
 )
 
 // Options are what the step is made of; every field is required.
@@ -126,8 +127,16 @@ func (s *Step) modifyResponse(res *http.Response) error {
 		s.limits.Ended(res.Request.Context(), ids, more)
 	}
 	if f.Admitted.WatchesAnswer() {
+		// The answer is read here, whole, once: the call's record (and the
+		// idempotency capture, if any) take this reading instead of
+		// reading the answer again as it goes out.
 		body, err := limits.ReadAnswer(res)
-		s.limits.Answered(res.Request.Context(), f.Admitted, f.Call, res, body, err)
+		var read wire.Reading
+		if err == nil {
+			read = wire.OfResponse(f.Call, res, body)
+			f.Rec.Read(read)
+		}
+		s.limits.Answered(res.Request.Context(), f.Admitted, f.Call, res, body, read, err)
 	}
 	if !f.Call.UnaryConnect || res.StatusCode == http.StatusOK {
 		return nil

@@ -46,7 +46,19 @@ type capture struct {
 }
 
 func newCapture(w http.ResponseWriter, max int, call wire.Call) *capture {
+	if r, ok := w.(reader); ok {
+		r.ReadElsewhere() // the capture reads the answer and hands its reading on
+	}
 	return &capture{w: w, header: make(http.Header), max: max, frames: wire.NewFrames(call)}
+}
+
+// reader is the call's record under the capture (edge/call's Recorder):
+// the answer is read once per call, by whichever step holds it whole
+// first, and the others take that reading.
+type reader interface {
+	ReadElsewhere()
+	Read(wire.Reading)
+	Reading() (wire.Reading, bool)
 }
 
 func (c *capture) Header() http.Header { return c.header }
@@ -62,6 +74,11 @@ func (c *capture) WriteHeader(status int) {
 		return
 	}
 	c.status = status
+	if r, ok := c.w.(reader); ok {
+		if _, read := r.Reading(); read {
+			c.frames = nil // read already (result): not followed twice
+		}
+	}
 	c.snap = c.header.Clone()
 	dst := c.w.Header()
 	for k, vv := range c.header {
@@ -166,9 +183,21 @@ func declaredTrailers(h http.Header) map[string]bool {
 }
 
 // result tells how the call ended (wire.Of), and its code when the
-// ending is whole.
+// ending is whole: the reading a step before it handed the call's record
+// (the forward step's, of an answer the limits watch), else its own, which
+// it hands the record.
 func (c *capture) result(call wire.Call) (connect.Code, wire.Ending) {
+	r, isReader := c.w.(reader)
+	if isReader {
+		if read, ok := r.Reading(); ok {
+			return read.Code, read.Ending
+		}
+	}
 	a := wire.Answer{Status: c.status, Header: c.snap, Trailer: c.trailer, Frames: c.frames,
 		Body: c.body.Bytes(), BodyOver: c.over, Written: c.written}
-	return wire.Of(call, a)
+	code, ending := wire.Of(call, a)
+	if isReader {
+		r.Read(wire.Reading{Code: code, Ending: ending})
+	}
+	return code, ending
 }

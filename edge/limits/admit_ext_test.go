@@ -291,7 +291,7 @@ func TestTheEnvironmentQuotaIsHeldByAnswersAndGivenBackByFailures(t *testing.T) 
 		t.Fatalf("after the rollback: %v, want the slot free again", refusal)
 	}
 	res, body := createdAnswer(t, testenv.Unique("env"))
-	l.Answered(t.Context(), a, create, res, body, nil)
+	l.Answered(t.Context(), a, create, res, body, wire.OfResponse(create, res, body), nil)
 	a.Done(t.Context())
 	if obs.get(obs.reserved, limits.ReservationConfirmed) != 1 {
 		t.Fatalf("reservations %v, want one confirmed", obs.reserved)

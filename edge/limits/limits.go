@@ -377,8 +377,9 @@ func (l *Step) outage(ctx context.Context, what string, err error) *connect.Erro
 
 // Answered sees the backend's answer to a call whose quota depends on it:
 // it confirms a reservation with the new environment's id, or releases a
-// deleted environment's quota. body is the whole answer, or readErr why it
-// could not be read.
+// deleted environment's quota. body is the whole answer and read what
+// wire.Of read of it (wire.OfResponse), or readErr why it could not be
+// read.
 //
 // An answer the backend gave as a failure leaves the reservation to Done,
 // which rolls it back. A successful answer the edge cannot read never does: the
@@ -387,7 +388,7 @@ func (l *Step) outage(ctx context.Context, what string, err error) *connect.Erro
 // edge_quota_unreadable_answers_total, logged, and left to reconciliation;
 // likewise an unreadable DeleteEnvironment releases nothing until
 // reconciliation finds the environment gone.
-func (l *Step) Answered(ctx context.Context, a *Admission, c wire.Call, res *http.Response, body []byte, readErr error) {
+func (l *Step) Answered(ctx context.Context, a *Admission, c wire.Call, res *http.Response, body []byte, reading wire.Reading, readErr error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
 	read := func(msg proto.Message) error {
@@ -397,7 +398,7 @@ func (l *Step) Answered(ctx context.Context, a *Admission, c wire.Call, res *htt
 			}
 			return readErr
 		}
-		return wire.UnaryMessage(c, res, body, msg)
+		return wire.UnaryMessage(c, res, body, reading, msg)
 	}
 	switch {
 	case a.reserved != nil:

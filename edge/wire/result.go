@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 
 	"connectrpc.com/connect"
 )
@@ -66,6 +67,36 @@ func NewFrames(c Call) *Frames {
 	return nil
 }
 
+// Reading is what Of read of an answer: its code, meaningful when the
+// ending is Whole.
+type Reading struct {
+	Code   connect.Code
+	Ending Ending
+}
+
+// reads counts the answers Of read (Reads).
+var reads atomic.Uint64
+
+// Reads is how many answers Of has read in this process. The chain reads
+// each call's answer once, whichever steps need its result (the call's
+// record, the idempotency capture, the limits that watch an answer): a test
+// counts them.
+func Reads() uint64 { return reads.Load() }
+
+// OfResponse reads the answer res of a unary call c, its body read whole
+// into body (to EOF, so that gRPC trailers are in res.Trailer): Of, for a
+// step that holds the whole answer before it goes out.
+func OfResponse(c Call, res *http.Response, body []byte) Reading {
+	a := Answer{Status: res.StatusCode, Header: res.Header, Trailer: res.Trailer, Written: int64(len(body))}
+	if a.Frames = NewFrames(c); a.Frames != nil {
+		a.Frames.Feed(body)
+	} else if res.StatusCode != http.StatusOK {
+		a.Body = body
+	}
+	code, ending := Of(c, a)
+	return Reading{Code: code, Ending: ending}
+}
+
 // Of is the one reading of a call's result, for every protocol, unary
 // or streaming, compressed or not: grpc-status from the trailers (gRPC),
 // the headers of a trailers-only answer, or the trailers frame (gRPC-Web);
@@ -73,6 +104,7 @@ func NewFrames(c Call) *Frames {
 // (Connect unary, HTTP/JSON), else the HTTP status as Connect clients map
 // it. The code is meaningful when the ending is Whole.
 func Of(c Call, a Answer) (connect.Code, Ending) {
+	reads.Add(1)
 	if a.Status == 0 {
 		return 0, CutShort
 	}

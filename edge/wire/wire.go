@@ -29,11 +29,16 @@ var ErrTooLarge = errors.New("wire: message too large to read")
 
 // UnaryMessage decodes into msg the message of a successful unary answer.
 // res's body has been read into body (to EOF, so that gRPC trailers are in
-// res.Trailer). It returns ErrFailed when the answer is an error; any other
-// error means the call succeeded but its message could not be read (an
-// unknown compression, ErrTooLarge, a malformed body).
-func UnaryMessage(c Call, res *http.Response, body []byte, msg proto.Message) error {
-	if res.StatusCode != http.StatusOK {
+// res.Trailer), and read is what Of read of it (OfResponse): whether the
+// call succeeded is Of's to say, not this function's. It returns ErrFailed
+// when the answer is an error; any other error means the call succeeded
+// but its message could not be read (an answer cut short, an unknown
+// compression, ErrTooLarge, a malformed body).
+func UnaryMessage(c Call, res *http.Response, body []byte, read Reading, msg proto.Message) error {
+	switch {
+	case read.Ending != Whole:
+		return errors.New("wire: the answer is not whole")
+	case read.Code != OK:
 		return ErrFailed
 	}
 	if enc := res.Header.Get("Content-Encoding"); enc != "" && enc != "identity" {
@@ -49,9 +54,6 @@ func UnaryMessage(c Call, res *http.Response, body []byte, msg proto.Message) er
 	var payload []byte
 	switch c.Protocol {
 	case GRPC:
-		if grpcStatus(res.Header, res.Trailer) != "0" {
-			return ErrFailed
-		}
 		f := Frames{End: FlagTrailer, keepFirst: true}
 		f.Feed(body)
 		if f.bad || f.Partial() || f.ended || f.Started() != 1 {
@@ -70,21 +72,14 @@ func UnaryMessage(c Call, res *http.Response, body []byte, msg proto.Message) er
 			return errors.New("wire: gRPC-Web answer is not whole frames ending at its trailers")
 		}
 		messages := f.Started()
-		var trailer http.Header
 		if f.ended {
 			messages--
-			// The trailer frame may be compressed too (FlagCompressed).
-			data, err := open(f.endFlags, f.end, res.Header.Get("Grpc-Encoding"))
-			if err != nil {
-				return err
-			}
-			trailer = Trailer(data)
 		}
-		if messages > 1 {
+		switch {
+		case messages > 1:
 			return errors.New("wire: gRPC-Web answer has more than one message")
-		}
-		if grpcStatus(res.Header, trailer) != "0" || messages == 0 {
-			return ErrFailed
+		case messages == 0:
+			return ErrFailed // a success without its message: nothing to read
 		}
 		var err error
 		if payload, err = open(f.firstFlags, f.first, res.Header.Get("Grpc-Encoding")); err != nil {
@@ -143,13 +138,4 @@ func clip(s string) string {
 		return s[:32] + "…"
 	}
 	return s
-}
-
-// grpcStatus finds grpc-status in the trailers, or in the headers of a
-// trailers-only answer.
-func grpcStatus(header, trailer http.Header) string {
-	if s := trailer.Get("Grpc-Status"); s != "" {
-		return s
-	}
-	return header.Get("Grpc-Status")
 }

@@ -98,11 +98,11 @@ func TestUnaryMessageReadsSuccessInEveryProtocolAndSeesFailures(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := new(svcv1.Organization)
-			if err := wire.UnaryMessage(c.call, res, body, got); err != nil || got.Id != org.Msg.Id {
+			if err := wire.UnaryMessage(c.call, res, body, wire.OfResponse(c.call, res, body), got); err != nil || got.Id != org.Msg.Id {
 				t.Fatalf("read %v, %v", got, err)
 			}
 			res, body, _ = call("org_missing")
-			if err := wire.UnaryMessage(c.call, res, body, new(svcv1.Organization)); !errors.Is(err, wire.ErrFailed) {
+			if err := wire.UnaryMessage(c.call, res, body, wire.OfResponse(c.call, res, body), new(svcv1.Organization)); !errors.Is(err, wire.ErrFailed) {
 				t.Fatalf("a failed call read as %v", err)
 			}
 		})
@@ -148,7 +148,7 @@ func TestUnaryMessageReadsGzipAnswersInEveryProtocol(t *testing.T) {
 				t.Fatalf("the backend answered %s %q, want gzip: the test reads nothing compressed", c.head, enc)
 			}
 			got := new(svcv1.Organization)
-			if err := wire.UnaryMessage(c.call, rec.res, rec.body.Bytes(), got); err != nil || got.Id != org.Msg.Id {
+			if err := wire.UnaryMessage(c.call, rec.res, rec.body.Bytes(), wire.OfResponse(c.call, rec.res, rec.body.Bytes()), got); err != nil || got.Id != org.Msg.Id {
 				t.Fatalf("read %v, %v", got, err)
 			}
 		})
@@ -163,12 +163,12 @@ func TestUnaryMessageRefusesToInflatePastItsBound(t *testing.T) {
 	frame := append([]byte{1, 0, 0, 0, 0}, zipped.Bytes()...)
 	binary.BigEndian.PutUint32(frame[1:5], uint32(zipped.Len()))
 	res := &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Grpc-Encoding": {"gzip"}}, Trailer: http.Header{"Grpc-Status": {"0"}}}
-	err := wire.UnaryMessage(wire.Call{Protocol: wire.GRPC}, res, frame, new(svcv1.Organization))
+	err := wire.UnaryMessage(wire.Call{Protocol: wire.GRPC}, res, frame, wire.OfResponse(wire.Call{Protocol: wire.GRPC}, res, frame), new(svcv1.Organization))
 	if !errors.Is(err, wire.ErrTooLarge) {
 		t.Fatalf("a 1 MiB bomb read as %v, want ErrTooLarge", err)
 	}
 	res.Header.Set("Grpc-Encoding", "snappy")
-	if err := wire.UnaryMessage(wire.Call{Protocol: wire.GRPC}, res, frame, new(svcv1.Organization)); err == nil || errors.Is(err, wire.ErrFailed) {
+	if err := wire.UnaryMessage(wire.Call{Protocol: wire.GRPC}, res, frame, wire.OfResponse(wire.Call{Protocol: wire.GRPC}, res, frame), new(svcv1.Organization)); err == nil || errors.Is(err, wire.ErrFailed) {
 		t.Fatalf("an unknown compression read as %v, want an error that is not ErrFailed", err)
 	}
 }
@@ -199,7 +199,7 @@ func TestUnaryMessageRefusesBodiesThatAreNotOneMessage(t *testing.T) {
 		{"gRPC-Web, no message", web, webOK, ok, wire.ErrFailed},
 		{"gRPC-Web, an error in its trailers", web, webOK, join(wire.Envelope(0, msg), wire.Envelope(wire.FlagTrailer, []byte("grpc-status: 5\r\n"))), wire.ErrFailed},
 	} {
-		err := wire.UnaryMessage(tt.call, tt.res, tt.body, new(svcv1.Organization))
+		err := wire.UnaryMessage(tt.call, tt.res, tt.body, wire.OfResponse(tt.call, tt.res, tt.body), new(svcv1.Organization))
 		if tt.want != nil && !errors.Is(err, tt.want) || tt.want == nil && (err == nil || errors.Is(err, wire.ErrFailed)) {
 			want := "an error that is not ErrFailed"
 			if tt.want != nil {
@@ -209,7 +209,8 @@ func TestUnaryMessageRefusesBodiesThatAreNotOneMessage(t *testing.T) {
 		}
 	}
 	got := new(svcv1.Organization)
-	if err := wire.UnaryMessage(web, webOK, join(wire.Envelope(0, msg), ok), got); err != nil || got.Id != "org_1" {
+	body := join(wire.Envelope(0, msg), ok)
+	if err := wire.UnaryMessage(web, webOK, body, wire.OfResponse(web, webOK, body), got); err != nil || got.Id != "org_1" {
 		t.Fatalf("a whole gRPC-Web answer read as %v, %v", got, err)
 	}
 }
