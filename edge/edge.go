@@ -36,6 +36,7 @@ import (
 	"github.com/orgedge/edge/edge/policy"
 	"github.com/orgedge/edge/edge/proxy"
 	"github.com/orgedge/edge/edge/reqbody"
+	"github.com/orgedge/edge/edge/usage"
 	"github.com/orgedge/edge/edge/wire"
 	"github.com/orgedge/edge/identity"
 )
@@ -71,7 +72,7 @@ type Server struct {
 	metrics  *observe.Metrics
 	limits   *limits.Step
 	idem     *idempotency.Step
-	usage    http.Handler
+	usage    *usage.Step
 	builtins map[string]http.Handler
 	bodies   reqbody.Options
 	tracing  observe.Tracing
@@ -114,7 +115,7 @@ func New(o Options) (*Server, error) {
 		s.log = slog.Default()
 	}
 	s.access = observe.AccessLog{Log: s.log, SampleOK: o.Config.Log.SampleOK, Metrics: o.Metrics}
-	s.usage = o.Limits.UsageHandler()
+	s.usage = usage.New(o.Limits)
 	o.Metrics.Streaming(o.Procedures)
 	uc := o.Config.Upstream
 	s.pool = proxy.NewPool(proxy.PoolOptions{
@@ -252,8 +253,8 @@ func (s *Server) serve(b *begun) *identity.Principal {
 		return p
 	}
 	e.admitted = admitted
-	if b.c.Procedure == limits.UsageProcedure {
-		s.serveUsage(w, r, b.c, p, admitted)
+	if b.c.Procedure == usage.Procedure {
+		s.usage.Serve(w, r, b.c, p, admitted)
 		return p
 	}
 	if b.c.Streaming {

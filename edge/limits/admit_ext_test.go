@@ -18,10 +18,12 @@ import (
 
 	"github.com/orgedge/edge/config"
 	"github.com/orgedge/edge/edge/apierror"
+	"github.com/orgedge/edge/edge/call"
 	"github.com/orgedge/edge/edge/limits"
 	"github.com/orgedge/edge/edge/policy"
 	"github.com/orgedge/edge/edge/quota"
 	"github.com/orgedge/edge/edge/ratelimit"
+	"github.com/orgedge/edge/edge/usage"
 	"github.com/orgedge/edge/edge/wire"
 	svcv1 "github.com/orgedge/edge/gen/svc/v1"
 	"github.com/orgedge/edge/gen/svc/v1/svcv1connect"
@@ -341,15 +343,17 @@ func TestGetUsageAnswersWhatTheSubjectUsedAndItsPlansLimits(t *testing.T) {
 			t.Fatal(refusal)
 		}
 	}
-	usage := wire.Call{Protocol: wire.Connect, Procedure: limits.UsageProcedure, Service: "svc.v1.UsageService", Method: "GetUsage", UnaryConnect: true}
-	a, refusal, _ := admit(t, l, usage, p, &policy.Rule{})
+	getUsage := wire.Call{Protocol: wire.Connect, Procedure: usage.Procedure, Service: "svc.v1.UsageService", Method: "GetUsage", UnaryConnect: true}
+	a, refusal, _ := admit(t, l, getUsage, p, &policy.Rule{})
 	if refusal != nil {
 		t.Fatal(refusal)
 	}
-	var refused []*connect.Error
-	h := l.UsageHandler()
+	step := usage.New(l)
+	codes := make(chan string, 1)
 	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h.ServeHTTP(w, r.WithContext(limits.WithUsageCaller(r.Context(), p, a, func(e *connect.Error) { refused = append(refused, e) })))
+		rec := call.NewRecorder(w, getUsage)
+		step.Serve(rec, r, getUsage, p, a)
+		codes <- rec.Result(getUsage, false)
 	}))
 	t.Cleanup(s.Close)
 	res, err := svcv1connect.NewUsageServiceClient(s.Client(), s.URL).GetUsage(t.Context(), connect.NewRequest(&svcv1.GetUsageRequest{}))
@@ -366,15 +370,8 @@ func TestGetUsageAnswersWhatTheSubjectUsedAndItsPlansLimits(t *testing.T) {
 	if quotas.GetConcurrentEnvironments() != 3 || quotas.GetEnvironmentsPerMonth() != 7 || quotas.GetVcpuHoursPerMonth() != 0 {
 		t.Errorf("quotas %v, want 3 at once, 7 a month, no compute quota (0)", quotas)
 	}
-	if len(refused) != 0 {
-		t.Errorf("refused told %v for an answer", refused)
-	}
-
-	// Outside the chain (no caller in the context) GetUsage is internal.
-	bare := httptest.NewServer(h)
-	t.Cleanup(bare.Close)
-	if _, err := svcv1connect.NewUsageServiceClient(bare.Client(), bare.URL).GetUsage(t.Context(), connect.NewRequest(&svcv1.GetUsageRequest{})); connect.CodeOf(err) != connect.CodeInternal {
-		t.Fatalf("GetUsage without a caller: %v, want internal", err)
+	if code := <-codes; code != "ok" {
+		t.Errorf("the call recorded as %q, want ok", code)
 	}
 }
 

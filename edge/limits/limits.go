@@ -152,6 +152,14 @@ type Admission struct {
 	obs      Observer
 }
 
+// Plan is the name of the plan the call was admitted under, and its
+// numbers under the call's live policy.
+func (a *Admission) Plan() (string, config.Plan) { return a.plan, a.limits }
+
+// Decision is what the rate limiter decided of the call: with its source
+// Redis, the subject's counts of today and this month, the call included.
+func (a *Admission) Decision() ratelimit.Decision { return a.decision }
+
 // Done ends what the Admission holds: the stream lease, and a reservation
 // that no successful answer confirmed.
 func (a *Admission) Done(ctx context.Context) {

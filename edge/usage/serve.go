@@ -1,7 +1,8 @@
-package edge
+package usage
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net/http"
 	"strconv"
@@ -14,8 +15,9 @@ import (
 	"github.com/orgedge/edge/identity"
 )
 
-// serveUsage answers GetUsage. A JSON caller's error is reshaped as the
-// backend's are (see modifyResponse): connect-go's handler writes Connect's
+// Serve answers GetUsage for the caller p, admitted by the limit step as
+// a; w records the call, and the refusals GetUsage answers (End). A JSON caller's error is reshaped as the
+// backend's are (edge/forward): connect-go's handler writes Connect's
 // JSON error, without the "@type" fields every other error of the API
 // carries.
 //
@@ -24,9 +26,9 @@ import (
 // all) is the empty request, and one without Content-Type (classify lets
 // it through for GetUsage alone) is HTTP/JSON. connect-go's handler wants
 // a JSON object and a Content-Type, so it is given both.
-func (s *Server) serveUsage(w *call.Recorder, r *http.Request, c wire.Call, p *identity.Principal, admitted *limits.Admission) {
+func (s *Step) Serve(w *call.Recorder, r *http.Request, c wire.Call, p *identity.Principal, admitted *limits.Admission) {
 	w.AnswersItself()
-	r = r.WithContext(limits.WithUsageCaller(r.Context(), p, admitted, w.End))
+	r = r.WithContext(context.WithValue(r.Context(), usageKey{}, &usageCall{p, admitted, w.End}))
 	if c.UnaryConnect && c.JSON && r.Method == http.MethodPost && r.ContentLength == 0 {
 		if r.Header.Get("Content-Type") == "" {
 			r.Header.Set("Content-Type", "application/json")
@@ -35,11 +37,11 @@ func (s *Server) serveUsage(w *call.Recorder, r *http.Request, c wire.Call, p *i
 		r.Header.Set("Content-Length", "2")
 	}
 	if !c.UnaryConnect || !c.JSON {
-		s.usage.ServeHTTP(w, r)
+		s.h.ServeHTTP(w, r)
 		return
 	}
 	a := &bufferedAnswer{header: w.Header()}
-	s.usage.ServeHTTP(a, r)
+	s.h.ServeHTTP(a, r)
 	body := a.body.Bytes()
 	if a.status != 0 && a.status != http.StatusOK {
 		if out, ok := apierror.ShapeJSON(body); ok {

@@ -1,4 +1,15 @@
-package limits
+// Package usage answers UsageService/GetUsage, the procedure the edge serves
+// itself, from its own counters: the caller's calls today and this month
+// (the rate limiter's), its environments and compute (the quotas'), and its
+// plan's limits and quotas under the policy in force. It runs once the
+// limit step admitted the call (GetUsage counts against the plan like any
+// call), in every protocol connect-go speaks, and reshapes a JSON caller's
+// errors as the backend's are.
+//
+// It is not where those counters are kept (edge/ratelimit, edge/quota) or
+// decided (edge/limits), nor the backend's business: GetUsage never reaches
+// the backend.
+package usage
 
 import (
 	"context"
@@ -8,42 +19,40 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/orgedge/edge/edge/apierror"
+	"github.com/orgedge/edge/edge/limits"
 	"github.com/orgedge/edge/edge/ratelimit"
 	svcv1 "github.com/orgedge/edge/gen/svc/v1"
 	"github.com/orgedge/edge/gen/svc/v1/svcv1connect"
 	"github.com/orgedge/edge/identity"
 )
 
-// UsageProcedure is answered by the edge itself, from its own counters
-// (UsageHandler).
-const UsageProcedure = svcv1connect.UsageServiceGetUsageProcedure
+// Procedure is answered by the edge itself, from its own counters.
+const Procedure = svcv1connect.UsageServiceGetUsageProcedure
 
 type usageKey struct{}
 
 // usageCall is the caller of GetUsage and what the limit step decided.
 type usageCall struct {
 	principal *identity.Principal
-	admitted  *Admission
-	refused   func(*connect.Error)
+	admitted  *limits.Admission
+	// refused is told the error GetUsage answers, if it answers one,
+	// before it is written: the dependency it is about (Redis: limits'
+	// ReasonUnavailable) is in its ErrorInfo (call.Recorder.End).
+	refused func(*connect.Error)
 }
 
-// WithUsageCaller is ctx for UsageHandler: the caller of GetUsage and its
-// admission. refused is told the error GetUsage answers, if it answers one,
-// before it is written: in gRPC and gRPC-Web its code is in trailers the
-// chain does not read, and the dependency it is about (Redis: limits'
-// ReasonUnavailable) is in its ErrorInfo.
-func WithUsageCaller(ctx context.Context, p *identity.Principal, a *Admission, refused func(*connect.Error)) context.Context {
-	return context.WithValue(ctx, usageKey{}, &usageCall{p, a, refused})
+// Step answers GetUsage.
+type Step struct {
+	h http.Handler // connect-go's, every protocol
 }
 
-// UsageHandler serves GetUsage in every protocol connect-go speaks, for a
-// call admitted by the step (WithUsageCaller).
-func (l *Step) UsageHandler() http.Handler {
+// New returns the step, reading the counters and the live policy of l.
+func New(l *limits.Step) *Step {
 	_, h := svcv1connect.NewUsageServiceHandler(usageService{l})
-	return h
+	return &Step{h: h}
 }
 
-type usageService struct{ l *Step }
+type usageService struct{ l *limits.Step }
 
 func (u usageService) GetUsage(ctx context.Context, _ *connect.Request[svcv1.GetUsageRequest]) (*connect.Response[svcv1.GetUsageResponse], error) {
 	c, _ := ctx.Value(usageKey{}).(*usageCall)
@@ -58,12 +67,12 @@ func (u usageService) GetUsage(ctx context.Context, _ *connect.Request[svcv1.Get
 }
 
 func (u usageService) usage(ctx context.Context, c *usageCall) (*connect.Response[svcv1.GetUsageResponse], error) {
-	d := c.admitted.decision
+	d := c.admitted.Decision()
 	today, month := d.Today, d.Month
 	if d.Source != ratelimit.SourceRedis {
 		used, err := u.l.Rates.Usage(ctx, c.principal.Subject)
 		if err != nil {
-			return nil, apierror.New(connect.CodeUnavailable, ReasonUnavailable, "usage cannot be read now (Redis unavailable); retry later")
+			return nil, apierror.New(connect.CodeUnavailable, limits.ReasonUnavailable, "usage cannot be read now (Redis unavailable); retry later")
 		}
 		today, month = used.Today, used.Month
 	}
@@ -72,12 +81,12 @@ func (u usageService) usage(ctx context.Context, c *usageCall) (*connect.Respons
 		if errors.Is(err, context.Canceled) {
 			return nil, err
 		}
-		return nil, apierror.New(connect.CodeUnavailable, ReasonUnavailable, "usage cannot be read now (Redis unavailable); retry later")
+		return nil, apierror.New(connect.CodeUnavailable, limits.ReasonUnavailable, "usage cannot be read now (Redis unavailable); retry later")
 	}
-	plan := c.admitted.limits
+	planName, plan := c.admitted.Plan()
 	// The quotas of the policy in force now (as the next CreateEnvironment
 	// would be decided), for the plan the call was admitted under.
-	q := u.l.Live().Limits.QuotasFor(c.principal.Subject, c.admitted.plan)
+	q := u.l.Live().Limits.QuotasFor(c.principal.Subject, planName)
 	return connect.NewResponse(&svcv1.GetUsageResponse{
 		ApiUsage: &svcv1.ApiUsage{
 			RequestsToday:     clamp32(today),
