@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"sync/atomic"
 	"time"
 
@@ -54,6 +53,10 @@ type Options struct {
 	// TracerProvider makes the edge's spans; nil: the global provider
 	// (otel.GetTracerProvider), a no-op unless the process set one up.
 	TracerProvider trace.TracerProvider
+	// Pool is the backends, and Forward the last step, which sends an
+	// admitted call to them (both built by edge/app from upstream).
+	Pool    *proxy.Pool
+	Forward *forward.Step
 	// Builtins answer the procedures the edge serves itself
 	// (config.BuiltinProcedures) in place of the backend, once the chain
 	// admitted the call.
@@ -76,9 +79,6 @@ type Server struct {
 	builtins map[string]http.Handler
 	bodies   reqbody.Options
 	tracing  observe.Tracing
-	// pseudonym names this edge in the Via of what it sends the backend:
-	// a call that comes back naming it is refused (proxy.CameBack).
-	pseudonym string
 	// inFlight counts the unary calls being served, against
 	// listen.max_calls_in_flight.
 	inFlight atomic.Int64
@@ -86,16 +86,8 @@ type Server struct {
 
 // New assembles the chain.
 func New(o Options) (*Server, error) {
-	if o.Limits == nil {
-		return nil, errors.New("edge: the limit step is required")
-	}
-	var ups []*url.URL
-	for _, raw := range o.Config.Upstream.Backends() {
-		up, err := url.Parse(raw)
-		if err != nil {
-			return nil, fmt.Errorf("upstream: %w", err)
-		}
-		ups = append(ups, up)
+	if o.Limits == nil || o.Pool == nil || o.Forward == nil {
+		return nil, errors.New("edge: the limit step, the pool and the forward step are required")
 	}
 	s := &Server{
 		cfg:      o.Config,
@@ -108,8 +100,9 @@ func New(o Options) (*Server, error) {
 		builtins: o.Builtins,
 		bodies: reqbody.Options{MaxBytes: int64(o.Config.Requests.MaxBodyBytes),
 			Timeout: o.Config.Requests.BodyTimeout, MessageTimeout: o.Config.Requests.StreamMessageTimeout},
-		tracing:   observe.NewTracing(o.TracerProvider),
-		pseudonym: proxy.NewPseudonym(),
+		tracing: observe.NewTracing(o.TracerProvider),
+		pool:    o.Pool,
+		forward: o.Forward,
 	}
 	if s.log == nil {
 		s.log = slog.Default()
@@ -117,30 +110,6 @@ func New(o Options) (*Server, error) {
 	s.access = observe.AccessLog{Log: s.log, SampleOK: o.Config.Log.SampleOK, Metrics: o.Metrics}
 	s.usage = usage.New(o.Limits)
 	o.Metrics.Streaming(o.Procedures)
-	uc := o.Config.Upstream
-	s.pool = proxy.NewPool(proxy.PoolOptions{
-		Upstreams: ups, DialTimeout: uc.DialTimeout, ResolveInterval: uc.ResolveInterval,
-		MaxConnAge: uc.MaxConnectionAge, EjectFor: uc.EjectFor, Logger: s.log,
-		HealthCheck: proxy.HealthCheck(uc.HealthCheck), Observer: o.Metrics.Backends(),
-		// gRPC needs HTTP/2 for its trailers; a stream is long-lived, and
-		// h2c carries it whatever its protocol.
-		HTTP2: func(r *http.Request) bool {
-			c := call.Of(r).Call
-			return c.Protocol == wire.GRPC || c.Streaming
-		},
-		ReadOnly:  func(r *http.Request) bool { return call.Of(r).ReadOnly },
-		Pseudonym: s.pseudonym,
-	})
-	s.forward = forward.New(forward.Options{
-		Upstream:           ups[0],
-		Transport:          s.pool,
-		Tracing:            s.tracing,
-		Metrics:            o.Metrics,
-		Limits:             o.Limits,
-		Logger:             s.log,
-		StreamWriteTimeout: o.Config.Requests.StreamWriteTimeout,
-		Pseudonym:          s.pseudonym,
-	})
 	return s, nil
 }
 

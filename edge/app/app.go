@@ -117,9 +117,18 @@ func New(cfg *config.Config, log *slog.Logger, version string, opts ...Option) (
 	idem := newIdempotency(cfg, a.redis, log)
 	checks := a.readiness(cfg, verifier)
 	a.health = health.New(health.Options{Checks: checks, MaxBytes: int64(cfg.Requests.MaxBodyBytes), ClientAddress: clientAddr.Of})
+	pool, fwd, err := newForward(cfg, step, observe.NewTracing(o.tracerProvider), metrics, log)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			pool.Close() // its resolver and health checks
+		}
+	}()
 	handler, err := edge.New(edge.Options{
 		Config: cfg, Auth: auth, Procedures: procedures(), Logger: log, Limits: step, Idempotency: idem,
-		Builtins: builtins(cfg, a.health), Metrics: metrics, TracerProvider: o.tracerProvider,
+		Pool: pool, Forward: fwd, Builtins: builtins(cfg, a.health), Metrics: metrics, TracerProvider: o.tracerProvider,
 	})
 	if err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -14,11 +15,14 @@ import (
 	"github.com/orgedge/edge/config"
 	"github.com/orgedge/edge/edge/admin"
 	"github.com/orgedge/edge/edge/authn"
+	"github.com/orgedge/edge/edge/call"
 	"github.com/orgedge/edge/edge/early"
+	"github.com/orgedge/edge/edge/forward"
 	"github.com/orgedge/edge/edge/idempotency"
 	"github.com/orgedge/edge/edge/limits"
 	"github.com/orgedge/edge/edge/observe"
 	"github.com/orgedge/edge/edge/policy"
+	"github.com/orgedge/edge/edge/proxy"
 	"github.com/orgedge/edge/edge/quota"
 	"github.com/orgedge/edge/edge/ratelimit"
 	"github.com/orgedge/edge/edge/reconcile"
@@ -183,4 +187,44 @@ func builtins(cfg *config.Config, hs http.Handler) map[string]http.Handler {
 		}
 	}
 	return out
+}
+
+// newForward builds the pool of backends from upstream, and the forward
+// step over it. The pool and the step name this edge alike in the Via of
+// what they forward (proxy.NewPseudonym), so that a call that comes back
+// is refused (forward.Step.Loop).
+func newForward(cfg *config.Config, step *limits.Step, tracing observe.Tracing, metrics *observe.Metrics, log *slog.Logger) (*proxy.Pool, *forward.Step, error) {
+	var ups []*url.URL
+	for _, raw := range cfg.Upstream.Backends() {
+		up, err := url.Parse(raw)
+		if err != nil {
+			return nil, nil, fmt.Errorf("upstream: %w", err)
+		}
+		ups = append(ups, up)
+	}
+	uc, pseudonym := cfg.Upstream, proxy.NewPseudonym()
+	pool := proxy.NewPool(proxy.PoolOptions{
+		Upstreams: ups, DialTimeout: uc.DialTimeout, ResolveInterval: uc.ResolveInterval,
+		MaxConnAge: uc.MaxConnectionAge, EjectFor: uc.EjectFor, Logger: log,
+		HealthCheck: proxy.HealthCheck(uc.HealthCheck), Observer: metrics.Backends(),
+		// gRPC needs HTTP/2 for its trailers; a stream is long-lived, and
+		// h2c carries it whatever its protocol.
+		HTTP2: func(r *http.Request) bool {
+			c := call.Of(r).Call
+			return c.Protocol == wire.GRPC || c.Streaming
+		},
+		ReadOnly:  func(r *http.Request) bool { return call.Of(r).ReadOnly },
+		Pseudonym: pseudonym,
+	})
+	fwd := forward.New(forward.Options{
+		Upstream:           ups[0],
+		Transport:          pool,
+		Tracing:            tracing,
+		Metrics:            metrics,
+		Limits:             step,
+		Logger:             log,
+		StreamWriteTimeout: cfg.Requests.StreamWriteTimeout,
+		Pseudonym:          pseudonym,
+	})
+	return pool, fwd, nil
 }
