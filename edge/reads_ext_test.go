@@ -24,7 +24,7 @@ func TestEachAnswerIsReadOncePerCall(t *testing.T) {
 	// once the edge has recorded it (edge_requests_total is counted last).
 	readsOf := func(name string, call func() error) uint64 {
 		t.Helper()
-		before := wire.Reads()
+		before := wire.Reads.Load()
 		if err := call(); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -32,7 +32,7 @@ func TestEachAnswerIsReadOncePerCall(t *testing.T) {
 		testkit.ScrapeUntil(t, s.edge.AdminURL+"/metrics", name+" recorded", func(m testkit.Samples) bool {
 			return m.Sum("edge_requests_total") == float64(calls)
 		})
-		return wire.Reads() - before
+		return wire.Reads.Load() - before
 	}
 	var org *connect.Response[svcv1.Organization]
 	var prj *connect.Response[svcv1.Project]

@@ -74,14 +74,11 @@ type Reading struct {
 	Ending Ending
 }
 
-// reads counts the answers Of read (Reads).
-var reads atomic.Uint64
-
-// Reads is how many answers Of has read in this process. The chain reads
+// Reads counts the answers Of has read in this process. The chain reads
 // each call's answer once, whichever steps need its result (the call's
 // record, the idempotency capture, the limits that watch an answer): a test
-// counts them.
-func Reads() uint64 { return reads.Load() }
+// counts them (TestEachAnswerIsReadOncePerCall), and a debugger can.
+var Reads atomic.Uint64
 
 // OfResponse reads the answer res of a unary call c, its body read whole
 // into body (to EOF, so that gRPC trailers are in res.Trailer): Of, for a
@@ -104,7 +101,7 @@ func OfResponse(c Call, res *http.Response, body []byte) Reading {
 // (Connect unary, HTTP/JSON), else the HTTP status as Connect clients map
 // it. The code is meaningful when the ending is Whole.
 func Of(c Call, a Answer) (connect.Code, Ending) {
-	reads.Add(1)
+	Reads.Add(1)
 	if a.Status == 0 {
 		return 0, CutShort
 	}
