@@ -17,8 +17,9 @@ func BenchmarkRateLimitHeaders(b *testing.B) {
 	}
 	h := http.Header{}
 	now := time.Now()
+	var c policyValues
 	b.ReportAllocs()
 	for b.Loop() {
-		setRateLimitHeaders(h, states, now)
+		setRateLimitHeaders(h, &c, states, now)
 	}
 }

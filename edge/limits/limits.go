@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -52,6 +53,7 @@ type Step struct {
 	shadows   shadowLog
 	late      lateConfirms // confirmations Redis refused, retried
 	onRefused func(subject, plan, limit string)
+	headers   policyValues // see setRateLimitHeaders
 }
 
 // Options are what a Step is made of besides its policy.
@@ -237,7 +239,7 @@ func (l *Step) admitCall(ctx context.Context, w http.ResponseWriter, c wire.Call
 	shadow := false
 	if err == nil && !d.Allowed && (plan.Shadow || rule.Shadow && rule.RatePerMinute > 0) {
 		// The headers say what enforcing would: those of the first decision.
-		setRateLimitHeaders(w.Header(), d.States, l.now())
+		setRateLimitHeaders(w.Header(), &l.headers, d.States, l.now())
 		d, shadow, err = l.shadowed(ctx, req, d, planName, plan, rule, p)
 	}
 	if err != nil {
@@ -247,7 +249,7 @@ func (l *Step) admitCall(ctx context.Context, w http.ResponseWriter, c wire.Call
 	}
 	a.decision = d
 	if !shadow {
-		setRateLimitHeaders(w.Header(), d.States, l.now())
+		setRateLimitHeaders(w.Header(), &l.headers, d.States, l.now())
 	}
 	if !d.Allowed {
 		a.Done(ctx) // the lease and the reservation go back: nothing is consumed
@@ -605,46 +607,114 @@ func quotaRefusal(qe *quota.QuotaError, now time.Time) *connect.Error {
 // over the rate); what is left (X-RateLimit-Remaining, r) is never more than
 // the capacity, and the reset (X-RateLimit-Reset, t) is when the bucket is
 // full again. For the daily cap the capacity is the cap and w a day.
-func setRateLimitHeaders(h http.Header, states []ratelimit.State, now time.Time) {
+func setRateLimitHeaders(h http.Header, c *policyValues, states []ratelimit.State, now time.Time) {
 	if len(states) == 0 {
 		return
 	}
-	tight := states[0]
-	policies := make([]byte, 0, 40*len(states))
-	current := make([]byte, 0, 40*len(states))
-	for i, s := range states {
-		if s.Remaining < tight.Remaining {
-			tight = s
+	p := c.of(states)
+	t := 0
+	for i := range states {
+		if states[i].Remaining < states[t].Remaining {
+			t = i
 		}
-		if i > 0 {
-			policies = append(policies, ", "...)
-			current = append(current, ", "...)
-		}
-		policies = strconv.AppendQuote(policies, s.Name)
-		policies = append(policies, ";q="...)
-		policies = strconv.AppendInt(policies, int64(s.Burst), 10)
-		policies = append(policies, ";w="...)
-		policies = strconv.AppendInt(policies, refillSeconds(s), 10)
-		current = strconv.AppendQuote(current, s.Name)
-		current = append(current, ";r="...)
-		current = strconv.AppendInt(current, int64(min(max(s.Remaining, 0), s.Burst)), 10)
-		current = append(current, ";t="...)
-		current = strconv.AppendInt(current, ceilSeconds(s.ResetAfter), 10)
 	}
+	tight := states[t]
+	// What changes per call is written into one buffer (on the stack for
+	// the usual two or three limits) and copied into one string, which
+	// the three values that depend on the call share.
+	var a [128]byte
+	b := strconv.AppendInt(a[:0], int64(min(max(tight.Remaining, 0), tight.Burst)), 10)
+	remaining := len(b)
+	b = strconv.AppendInt(b, now.Add(time.Duration(ceilSeconds(tight.ResetAfter))*time.Second).Unix(), 10)
+	reset := len(b)
+	for i, s := range states {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = append(b, p.names[i]...)
+		b = append(b, ";r="...)
+		b = strconv.AppendInt(b, int64(min(max(s.Remaining, 0), s.Burst)), 10)
+		b = append(b, ";t="...)
+		b = strconv.AppendInt(b, ceilSeconds(s.ResetAfter), 10)
+	}
+	all := string(b)
 	// One allocation for the five values, and keys already in canonical
 	// form: Header.Set would canonicalize (and allocate) each on every call.
-	v := []string{
-		strconv.Itoa(tight.Burst),
-		strconv.Itoa(min(max(tight.Remaining, 0), tight.Burst)),
-		strconv.FormatInt(now.Add(time.Duration(ceilSeconds(tight.ResetAfter))*time.Second).Unix(), 10),
-		string(policies),
-		string(current),
-	}
+	v := []string{p.bursts[t], all[:remaining], all[remaining:reset], p.policy, all[reset:]}
 	h["X-Ratelimit-Limit"] = v[0:1:1]
 	h["X-Ratelimit-Remaining"] = v[1:2:2]
 	h["X-Ratelimit-Reset"] = v[2:3:3]
 	h["Ratelimit-Policy"] = v[3:4:4]
 	h["Ratelimit"] = v[4:5:5]
+}
+
+// policyValues keeps, for the last few sets of limits a step wrote headers
+// for, what those headers say whatever the call (the RateLimit-Policy value,
+// each limit's quoted name and burst), so that a call formats only its own
+// numbers. The sets are few (a plan's rate and daily cap, an operation's
+// rate, and what a refusal or Redis's failure leaves of them), so the last
+// eight nearly always hold the call's; a set they miss is formatted as
+// before and takes the oldest slot. The zero value is empty and ready.
+type policyValues struct {
+	slots [8]atomic.Pointer[limitsValues]
+	next  atomic.Uint32
+}
+
+// limitsValues is what the headers of one set of limits say whatever the
+// call; spec holds the fields of its states they depend on.
+type limitsValues struct {
+	spec   []ratelimit.State // Name, Limit, Burst, Window; the rest zero
+	names  []string          // each limit's name, quoted
+	bursts []string          // each limit's burst, as X-RateLimit-Limit
+	policy string            // RateLimit-Policy
+}
+
+func (c *policyValues) of(states []ratelimit.State) *limitsValues {
+	for i := range c.slots {
+		if v := c.slots[i].Load(); v != nil && v.describes(states) {
+			return v
+		}
+	}
+	v := newLimitsValues(states)
+	c.slots[(c.next.Add(1)-1)%uint32(len(c.slots))].Store(v)
+	return v
+}
+
+func (v *limitsValues) describes(states []ratelimit.State) bool {
+	if len(states) != len(v.spec) {
+		return false
+	}
+	for i, s := range states {
+		w := &v.spec[i]
+		if s.Name != w.Name || s.Burst != w.Burst || s.Limit != w.Limit || s.Window != w.Window {
+			return false
+		}
+	}
+	return true
+}
+
+func newLimitsValues(states []ratelimit.State) *limitsValues {
+	v := &limitsValues{
+		spec:   make([]ratelimit.State, len(states)),
+		names:  make([]string, len(states)),
+		bursts: make([]string, len(states)),
+	}
+	policy := make([]byte, 0, 40*len(states))
+	for i, s := range states {
+		v.spec[i] = ratelimit.State{Name: s.Name, Limit: s.Limit, Burst: s.Burst, Window: s.Window}
+		v.names[i] = strconv.Quote(s.Name)
+		v.bursts[i] = strconv.Itoa(s.Burst)
+		if i > 0 {
+			policy = append(policy, ", "...)
+		}
+		policy = append(policy, v.names[i]...)
+		policy = append(policy, ";q="...)
+		policy = strconv.AppendInt(policy, int64(s.Burst), 10)
+		policy = append(policy, ";w="...)
+		policy = strconv.AppendInt(policy, refillSeconds(s), 10)
+	}
+	v.policy = string(policy)
+	return v
 }
 
 // refillSeconds is how long s's bucket takes to fill from empty: its burst
