@@ -44,7 +44,11 @@ async function stop() {
   // ever: Node would then find nothing left to do and exit 0 with no
   // report.
   await new Promise((r) => (exited() ? r() : chromium.once("exit", r)));
-  await rm(profile, { recursive: true, force: true });
+  // Chromium's child processes (renderer, GPU, crashpad) outlive the
+  // browser's SIGKILL by a moment and may still write into the profile:
+  // fs.rm retries ENOTEMPTY and EBUSY (maxRetries, linear backoff) rather
+  // than failing the run (seen in CI: ENOTEMPTY on Default/).
+  await rm(profile, { recursive: true, force: true, maxRetries: 20, retryDelay: 100 });
 }
 
 function fail(message) {
