@@ -154,15 +154,16 @@ func (r *Recorder) Outcome(code string) string {
 		return OutcomeReplayed
 	case r.answered.Load():
 		return OutcomeForwarded
-	case r.ended == nil && !r.own || noAnswer[code]:
+	case r.ended == nil && !r.own || noAnswer(code):
 		return OutcomeError
 	}
 	return OutcomeRefused
 }
 
-// noAnswer are the codes of the edge's own answers that mean it could not
-// serve the call, rather than refused it.
-var noAnswer = map[string]bool{"unavailable": true, "deadline_exceeded": true, "internal": true, "unknown": true, "data_loss": true}
+// noAnswer reports the codes of the edge's own answers that mean it could
+// not serve the call, rather than refused it: the server faults but
+// unimplemented (an unknown procedure is the caller's to fix).
+func noAnswer(code string) bool { return code != "unimplemented" && ServerFault(code) }
 
 // UnavailableReason names the dependency behind an unavailable result.
 func (r *Recorder) UnavailableReason() string {
