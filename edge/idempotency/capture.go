@@ -43,13 +43,18 @@ type capture struct {
 	holding bool
 	frames  *wire.Frames // the body's envelopes, for wire.Of
 	trailer http.Header  // set by finish
+	// rec is the call's record under the capture, when w is one: the
+	// answer is read once per call, and they share the reading.
+	rec reader
 }
 
 func newCapture(w http.ResponseWriter, max int, call wire.Call) *capture {
+	c := &capture{w: w, header: make(http.Header), max: max, frames: wire.NewFrames(call)}
 	if r, ok := w.(reader); ok {
+		c.rec = r
 		r.ReadElsewhere() // the capture reads the answer and hands its reading on
 	}
-	return &capture{w: w, header: make(http.Header), max: max, frames: wire.NewFrames(call)}
+	return c
 }
 
 // reader is the call's record under the capture (edge/call's Recorder):
@@ -74,8 +79,8 @@ func (c *capture) WriteHeader(status int) {
 		return
 	}
 	c.status = status
-	if r, ok := c.w.(reader); ok {
-		if _, read := r.Reading(); read {
+	if c.rec != nil {
+		if _, read := c.rec.Reading(); read {
 			c.frames = nil // read already (result): not followed twice
 		}
 	}
@@ -187,17 +192,16 @@ func declaredTrailers(h http.Header) map[string]bool {
 // (the forward step's, of an answer the limits watch), else its own, which
 // it hands the record.
 func (c *capture) result(call wire.Call) (connect.Code, wire.Ending) {
-	r, isReader := c.w.(reader)
-	if isReader {
-		if read, ok := r.Reading(); ok {
+	if c.rec != nil {
+		if read, ok := c.rec.Reading(); ok {
 			return read.Code, read.Ending
 		}
 	}
 	a := wire.Answer{Status: c.status, Header: c.snap, Trailer: c.trailer, Frames: c.frames,
 		Body: c.body.Bytes(), BodyOver: c.over, Written: c.written}
 	code, ending := wire.Of(call, a)
-	if isReader {
-		r.Read(wire.Reading{Code: code, Ending: ending})
+	if c.rec != nil {
+		c.rec.Read(wire.Reading{Code: code, Ending: ending})
 	}
 	return code, ending
 }
