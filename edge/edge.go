@@ -334,12 +334,9 @@ func (s *Server) admit(w *call.Recorder, r *http.Request, c wire.Call, e *ending
 		return p, rule, nil
 	}
 	ctx, span := s.tracing.Start(r.Context(), observe.SpanLimits)
-	admit, replay := s.limits.Admit, false
 	// A retry that will get a kept outcome skips the limits of running the
 	// operation; Redis is asked only for the calls those limits concern.
-	if rule.RatePerMinute > 0 || rule.Quota == config.QuotaReserveEnvironment {
-		replay = s.idem.WillReplay(ctx, r, c, p.Subject, rule.Idempotent)
-	}
+	admit, replay := s.limits.Admit, rule.LimitsRunning() && s.idem.WillReplay(ctx, r, c, p.Subject, rule.Idempotent)
 	if replay {
 		admit = s.limits.AdmitReplay
 	}

@@ -47,6 +47,14 @@ func (r *Rule) Allows(p *identity.Principal) bool {
 	return slices.ContainsFunc(r.ServiceAccountRoles, p.HasRole)
 }
 
+// LimitsRunning reports whether the rule limits running its operation, not
+// only calling it: the operation's own rate, or an environment it reserves.
+// A retry answered from a kept outcome runs nothing again, so those limits
+// do not apply to it (limits.Step.AdmitReplay).
+func (r *Rule) LimitsRunning() bool {
+	return r.RatePerMinute > 0 || r.Quota == config.QuotaReserveEnvironment
+}
+
 // ReasonMissingRole refuses a service account none of whose roles the
 // procedure's rule names.
 const ReasonMissingRole = "MISSING_ROLE"

@@ -76,3 +76,20 @@ func TestAServiceAccountWithoutTheRoleIsRefusedNamingTheRoles(t *testing.T) {
 		t.Errorf("reason %q, want %s", reason, policy.ReasonMissingRole)
 	}
 }
+
+func TestOnlyAnOperationsOwnRateOrReservationLimitsRunningIt(t *testing.T) {
+	for _, tc := range []struct {
+		op   config.Operation
+		want bool
+	}{
+		{config.Operation{}, false},
+		{config.Operation{RatePerMinute: 10}, true},
+		{config.Operation{Quota: config.QuotaReserveEnvironment}, true},
+		{config.Operation{ConcurrentStreams: 2}, false},
+	} {
+		rule := policy.Rule{Operation: tc.op}
+		if got := rule.LimitsRunning(); got != tc.want {
+			t.Errorf("%+v: LimitsRunning %v, want %v", tc.op, got, tc.want)
+		}
+	}
+}
