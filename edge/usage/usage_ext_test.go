@@ -1,0 +1,238 @@
+package usage_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/redis/go-redis/v9"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/orgedge/edge/config"
+	"github.com/orgedge/edge/edge/call"
+	"github.com/orgedge/edge/edge/limits"
+	"github.com/orgedge/edge/edge/policy"
+	"github.com/orgedge/edge/edge/quota"
+	"github.com/orgedge/edge/edge/ratelimit"
+	"github.com/orgedge/edge/edge/usage"
+	"github.com/orgedge/edge/edge/wire"
+	svcv1 "github.com/orgedge/edge/gen/svc/v1"
+	"github.com/orgedge/edge/gen/svc/v1/svcv1connect"
+	"github.com/orgedge/edge/identity"
+	"github.com/orgedge/edge/internal/testenv"
+)
+
+// plan is the callers' plan: numbers no other plan has, so that an answer
+// that shows them was read from this plan.
+const plan = "usage-test"
+
+var planLimits = config.Plan{RequestsPerMinute: 600, Burst: 50, RequestsPerDay: 5000,
+	Quotas: config.Quotas{ConcurrentEnvironments: 3, EnvironmentsPerMonth: 7, VCPUHoursPerMonth: 40, MemoryGBHoursPerMonth: 80}}
+
+// newLimits is a limit step on rdb, under keys of its own, with the plan
+// above and limits.on_redis_failure fail_open (a call is admitted on the
+// local share while Redis fails, and its usage cannot be read).
+func newLimits(t *testing.T, rdb redis.UniversalClient) *limits.Step {
+	t.Helper()
+	prefix := testenv.Unique("usage") + ":"
+	cfg := config.Default()
+	cfg.Limits.OnRedisFailure = config.FailOpen
+	cfg.Limits.Plans[plan] = planLimits
+	quiet := slog.New(slog.DiscardHandler) // an outage's warnings are expected here
+	qo := quota.Options{KeyPrefix: prefix, Timeout: 5 * time.Second, LeasePeriod: time.Minute, Logger: quiet}
+	return limits.New(policy.NewLive(cfg), limits.Options{
+		Rates: ratelimit.New(rdb, ratelimit.Options{Timeout: 5 * time.Second, KeyPrefix: prefix,
+			OnRedisFailure: config.FailOpen, Logger: quiet}),
+		Streams: quota.NewStreams(rdb, qo), Envs: quota.NewEnvironments(rdb, qo),
+		OnRedisFailure: config.FailOpen, Log: quiet,
+	})
+}
+
+func caller() *identity.Principal {
+	return &identity.Principal{Subject: testenv.Unique("subject"), Plan: plan}
+}
+
+// recorded is what the chain reads back from the call's Recorder once
+// GetUsage was served: what it counts, traces and logs the call under.
+type recorded struct {
+	code, outcome, reason string
+}
+
+// edge is a TLS server (HTTP/2 and HTTP/1.1, so gRPC too) that stands for
+// the edge's chain around the step, for calls of p: it classifies the
+// call, records it, has the limit step admit it (GetUsage counts like any
+// call), lets the step answer, and reports what the Recorder recorded.
+type edge struct {
+	*httptest.Server
+	recorded chan recorded
+}
+
+func serve(t *testing.T, l *limits.Step, p *identity.Principal) *edge {
+	t.Helper()
+	procs := wire.Procedures{}
+	for name, info := range config.Procedures() {
+		procs[name] = info.Streaming()
+	}
+	step := usage.New(l)
+	e := &edge{recorded: make(chan recorded, 1)}
+	e.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, problem := wire.Classify(r, procs)
+		if problem != 0 || c.Procedure != usage.Procedure {
+			http.Error(w, "not GetUsage", http.StatusBadRequest)
+			e.recorded <- recorded{code: "not classified as GetUsage"}
+			return
+		}
+		rec := call.NewRecorder(w, c)
+		pol := l.Live()
+		a, refusal := l.Admit(r.Context(), rec, c, p, pol.Table.Rule(c.Procedure), pol)
+		if refusal != nil {
+			call.Refuse(rec, r, refusal)
+			e.recorded <- recorded{code: "not admitted: " + refusal.Error()}
+			return
+		}
+		step.Serve(rec, r, c, p, a)
+		a.Done(context.WithoutCancel(r.Context()))
+		code := rec.Result(c, r.Context().Err() != nil)
+		e.recorded <- recorded{code: code, outcome: rec.Outcome(code), reason: rec.UnavailableReason()}
+	}))
+	e.EnableHTTP2 = true
+	e.StartTLS()
+	t.Cleanup(e.Close)
+	return e
+}
+
+// admitted has the limit step admit n GetOrganization calls of p, as the
+// chain would before forwarding them: the rate limiter counts them.
+func admitted(t *testing.T, l *limits.Step, p *identity.Principal, n int) {
+	t.Helper()
+	c := wire.Call{Protocol: wire.Connect, Procedure: svcv1connect.OrganizationServiceGetOrganizationProcedure,
+		Service: "svc.v1.OrganizationService", Method: "GetOrganization", UnaryConnect: true}
+	pol := l.Live()
+	for range n {
+		a, refusal := l.Admit(t.Context(), httptest.NewRecorder(), c, p, pol.Table.Rule(c.Procedure), pol)
+		if refusal != nil {
+			t.Fatalf("GetOrganization not admitted: %v", refusal)
+		}
+		a.Done(t.Context())
+	}
+}
+
+// wantUsage checks an answer against p's calls and the plan's numbers.
+func wantUsage(t *testing.T, got *svcv1.GetUsageResponse, calls int32) {
+	t.Helper()
+	api, res := got.GetApiUsage(), got.GetResourceUsage()
+	if api.GetRequestsToday() != calls || api.GetRequestsThisMonth() != calls {
+		t.Errorf("requests today %d, this month %d; want %d each (GetUsage itself counts)", api.GetRequestsToday(), api.GetRequestsThisMonth(), calls)
+	}
+	if l := api.GetLimits(); l.GetRequestsPerMinute() != 600 || l.GetRequestsPerDay() != 5000 {
+		t.Errorf("limits %v, want the plan's 600 a minute and 5000 a day", l)
+	}
+	if q := res.GetQuotas(); q.GetConcurrentEnvironments() != 3 || q.GetEnvironmentsPerMonth() != 7 ||
+		q.GetVcpuHoursPerMonth() != 40 || q.GetMemoryGbHoursPerMonth() != 80 {
+		t.Errorf("quotas %v, want the plan's 3 at once, 7 a month, 40 vCPU hours, 80 GB hours", q)
+	}
+	if res.GetEnvironments() != 0 || res.GetVcpuHours() != 0 || res.GetMemoryGbHours() != 0 {
+		t.Errorf("resource usage %v, want none (the caller created no environment)", res)
+	}
+}
+
+// wantRecorded checks what the chain would count the call under.
+func wantRecorded(t *testing.T, e *edge, want recorded) {
+	t.Helper()
+	if got := <-e.recorded; got != want {
+		t.Errorf("recorded %+v, want %+v", got, want)
+	}
+}
+
+// answeredByTheEdge is how a GetUsage the edge answered is recorded: its
+// code, and the outcome of the edge's own answers (AnswersItself): not
+// "error", which would say that no backend answered it.
+var answeredByTheEdge = recorded{code: "ok", outcome: call.OutcomeRefused, reason: call.UnavailableUpstream}
+
+// TestGetUsageInJSONWithAnEmptyBodyAnswersTheCallsCountedAndThePlan: the
+// specification's GetUsage has no body. A JSON caller that sends none
+// (Content-Length 0), with or without a Content-Type, gets 200 and its
+// usage in JSON: the calls the rate limiter admitted today and this month,
+// GetUsage included, and its plan's limits and quotas.
+func TestGetUsageInJSONWithAnEmptyBodyAnswersTheCallsCountedAndThePlan(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		header http.Header
+	}{
+		{"Connect", http.Header{"Content-Type": {"application/json"}, "Connect-Protocol-Version": {"1"}}},
+		{"HTTP/JSON", http.Header{"Content-Type": {"application/json"}}},
+		{"no Content-Type", http.Header{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			l, p := newLimits(t, testenv.Redis(t)), caller()
+			e := serve(t, l, p)
+			admitted(t, l, p, 4)
+
+			r, err := http.NewRequestWithContext(t.Context(), http.MethodPost, e.URL+usage.Procedure, http.NoBody)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.Header = tc.header
+			res, err := e.Client().Do(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer res.Body.Close()
+			body, err := io.ReadAll(res.Body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.StatusCode != http.StatusOK || res.Header.Get("Content-Type") != "application/json" {
+				t.Fatalf("%d %s %s, want 200 application/json", res.StatusCode, res.Header.Get("Content-Type"), body)
+			}
+			var got svcv1.GetUsageResponse
+			if err := protojson.Unmarshal(body, &got); err != nil {
+				t.Fatalf("%s: %v", body, err)
+			}
+			wantUsage(t, &got, 5)
+			wantRecorded(t, e, answeredByTheEdge)
+		})
+	}
+}
+
+// protocols are the clients of every protocol connect-go speaks.
+var protocols = []struct {
+	name string
+	opts []connect.ClientOption
+}{
+	{"Connect proto", nil},
+	{"Connect JSON", []connect.ClientOption{connect.WithProtoJSON()}},
+	// GetUsage has no side effects: a Connect client may ask it with GET.
+	{"Connect GET", []connect.ClientOption{connect.WithHTTPGet()}},
+	{"Connect GET JSON", []connect.ClientOption{connect.WithHTTPGet(), connect.WithProtoJSON()}},
+	{"gRPC", []connect.ClientOption{connect.WithGRPC()}},
+	{"gRPC-Web", []connect.ClientOption{connect.WithGRPCWeb()}},
+}
+
+// TestGetUsageIsAnsweredInEveryProtocol: a connect-go client of each
+// protocol gets the same usage, and the call is recorded as answered.
+func TestGetUsageIsAnsweredInEveryProtocol(t *testing.T) {
+	t.Parallel()
+	for _, proto := range protocols {
+		t.Run(proto.name, func(t *testing.T) {
+			t.Parallel()
+			l, p := newLimits(t, testenv.Redis(t)), caller()
+			e := serve(t, l, p)
+			admitted(t, l, p, 2)
+			client := svcv1connect.NewUsageServiceClient(e.Client(), e.URL, proto.opts...)
+			res, err := client.GetUsage(t.Context(), connect.NewRequest(&svcv1.GetUsageRequest{}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantUsage(t, res.Msg, 3)
+			wantRecorded(t, e, answeredByTheEdge)
+		})
+	}
+}
