@@ -2,15 +2,20 @@ package usage_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
 	"github.com/redis/go-redis/v9"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/orgedge/edge/config"
@@ -25,6 +30,7 @@ import (
 	"github.com/orgedge/edge/gen/svc/v1/svcv1connect"
 	"github.com/orgedge/edge/identity"
 	"github.com/orgedge/edge/internal/testenv"
+	"github.com/orgedge/edge/internal/testkit"
 )
 
 // plan is the callers' plan: numbers no other plan has, so that an answer
@@ -39,6 +45,13 @@ var planLimits = config.Plan{RequestsPerMinute: 600, Burst: 50, RequestsPerDay: 
 // local share while Redis fails, and its usage cannot be read).
 func newLimits(t *testing.T, rdb redis.UniversalClient) *limits.Step {
 	t.Helper()
+	return newLimitsOn(t, rdb, rdb)
+}
+
+// newLimitsOn is newLimits with the rate limiter's counters (the calls)
+// on rates and the quotas' (the environments) on quotas.
+func newLimitsOn(t *testing.T, rates, quotas redis.UniversalClient) *limits.Step {
+	t.Helper()
 	prefix := testenv.Unique("usage") + ":"
 	cfg := config.Default()
 	cfg.Limits.OnRedisFailure = config.FailOpen
@@ -46,11 +59,22 @@ func newLimits(t *testing.T, rdb redis.UniversalClient) *limits.Step {
 	quiet := slog.New(slog.DiscardHandler) // an outage's warnings are expected here
 	qo := quota.Options{KeyPrefix: prefix, Timeout: 5 * time.Second, LeasePeriod: time.Minute, Logger: quiet}
 	return limits.New(policy.NewLive(cfg), limits.Options{
-		Rates: ratelimit.New(rdb, ratelimit.Options{Timeout: 5 * time.Second, KeyPrefix: prefix,
+		Rates: ratelimit.New(rates, ratelimit.Options{Timeout: 5 * time.Second, KeyPrefix: prefix,
 			OnRedisFailure: config.FailOpen, Logger: quiet}),
-		Streams: quota.NewStreams(rdb, qo), Envs: quota.NewEnvironments(rdb, qo),
+		Streams: quota.NewStreams(quotas, qo), Envs: quota.NewEnvironments(quotas, qo),
 		OnRedisFailure: config.FailOpen, Log: quiet,
 	})
+}
+
+// deadRedis is a client of an address where nothing listens: every
+// command fails, connection refused (after the pool's few dial attempts),
+// and is not retried.
+func deadRedis(t testing.TB) redis.UniversalClient {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: testkit.DeadAddr(t), DialTimeout: time.Second,
+		ReadTimeout: time.Second, WriteTimeout: time.Second, MaxRetries: -1})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
 }
 
 func caller() *identity.Principal {
@@ -235,4 +259,141 @@ func TestGetUsageIsAnsweredInEveryProtocol(t *testing.T) {
 			wantRecorded(t, e, answeredByTheEdge)
 		})
 	}
+}
+
+// TestGetUsageWithoutRedisIsUnavailableInTheAPIsErrorShape: while Redis is
+// down, a call is admitted (fail_open, on the local share) but its usage
+// cannot be read. A JSON caller, with an empty body or a Content-Type or
+// neither, gets 503 and the error every other error of the API is: its
+// ErrorInfo with "@type" and the message's fields, no connect-go "debug"
+// copy. The call is recorded as unavailable because of the limits'
+// dependency, as the edge counts and logs it.
+func TestGetUsageWithoutRedisIsUnavailableInTheAPIsErrorShape(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		header http.Header
+		body   string
+	}{
+		{"Connect", http.Header{"Content-Type": {"application/json"}, "Connect-Protocol-Version": {"1"}}, "{}"},
+		{"HTTP/JSON, empty body", http.Header{"Content-Type": {"application/json"}}, ""},
+		{"no Content-Type", http.Header{}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p := caller()
+			e := serve(t, newLimits(t, deadRedis(t)), p)
+			r, err := http.NewRequestWithContext(t.Context(), http.MethodPost, e.URL+usage.Procedure, strings.NewReader(tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.Header = tc.header
+			res, err := e.Client().Do(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer res.Body.Close()
+			body, err := io.ReadAll(res.Body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Content-Type") != "application/json" {
+				t.Fatalf("%d %s %s, want 503 application/json", res.StatusCode, res.Header.Get("Content-Type"), body)
+			}
+			if n := res.Header.Get("Content-Length"); n != strconv.Itoa(len(body)) {
+				t.Errorf("Content-Length %s, body of %d bytes", n, len(body))
+			}
+			var shape struct {
+				Code    string           `json:"code"`
+				Message string           `json:"message"`
+				Details []map[string]any `json:"details"`
+			}
+			if err := json.Unmarshal(body, &shape); err != nil {
+				t.Fatalf("%s: %v", body, err)
+			}
+			if shape.Code != "unavailable" || shape.Message == "" || len(shape.Details) != 1 {
+				t.Fatalf("%s, want code unavailable, a message and one detail", body)
+			}
+			d := shape.Details[0]
+			for k, v := range map[string]any{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "type": "google.rpc.ErrorInfo",
+				"reason": limits.ReasonUnavailable, "domain": "edge"} {
+				if d[k] != v {
+					t.Errorf("detail's %s %v, want %v (%s)", k, d[k], v, body)
+				}
+			}
+			if v, _ := d["value"].(string); v == "" {
+				t.Errorf("detail without its Connect value: %s", body)
+			}
+			if _, ok := d["debug"]; ok {
+				t.Errorf("detail keeps connect-go's debug copy: %s", body)
+			}
+			wantRecorded(t, e, recorded{code: "unavailable", outcome: call.OutcomeError, reason: call.UnavailableLimits})
+		})
+	}
+}
+
+// TestGetUsageWithoutRedisIsUnavailableInEveryProtocol: the callers of
+// every protocol get unavailable with the limits' reason, and the call is
+// recorded so, whatever the protocol carries its code in (gRPC's trailers
+// after a 200).
+func TestGetUsageWithoutRedisIsUnavailableInEveryProtocol(t *testing.T) {
+	t.Parallel()
+	for _, proto := range protocols {
+		t.Run(proto.name, func(t *testing.T) {
+			t.Parallel()
+			p := caller()
+			e := serve(t, newLimits(t, deadRedis(t)), p)
+			client := svcv1connect.NewUsageServiceClient(e.Client(), e.URL, proto.opts...)
+			_, err := client.GetUsage(t.Context(), connect.NewRequest(&svcv1.GetUsageRequest{}))
+			if connect.CodeOf(err) != connect.CodeUnavailable || reasonOf(err) != limits.ReasonUnavailable {
+				t.Errorf("%v, want unavailable %s", err, limits.ReasonUnavailable)
+			}
+			wantRecorded(t, e, recorded{code: "unavailable", outcome: call.OutcomeError, reason: call.UnavailableLimits})
+		})
+	}
+}
+
+// TestGetUsageIsUnavailableWhenEitherOfItsCountsCannotBeRead: GetUsage
+// answers all of its counts or none. In production both are in one Redis;
+// here each is on a client of its own, so that one read fails alone, as
+// when Redis fails between the call's admission and its answer.
+func TestGetUsageIsUnavailableWhenEitherOfItsCountsCannotBeRead(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name          string
+		calls, quotas func(testing.TB) redis.UniversalClient
+	}{
+		// Admitted on the local share: the calls are read from Redis.
+		{"calls", deadRedis, testenv.Redis},
+		// Admitted by Redis, whose decision has the calls: the
+		// environments are read from Redis.
+		{"environments", testenv.Redis, deadRedis},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p := caller()
+			e := serve(t, newLimitsOn(t, tc.calls(t), tc.quotas(t)), p)
+			client := svcv1connect.NewUsageServiceClient(e.Client(), e.URL, connect.WithProtoJSON())
+			_, err := client.GetUsage(t.Context(), connect.NewRequest(&svcv1.GetUsageRequest{}))
+			if connect.CodeOf(err) != connect.CodeUnavailable || reasonOf(err) != limits.ReasonUnavailable {
+				t.Errorf("%v, want unavailable %s", err, limits.ReasonUnavailable)
+			}
+			wantRecorded(t, e, recorded{code: "unavailable", outcome: call.OutcomeError, reason: call.UnavailableLimits})
+		})
+	}
+}
+
+func reasonOf(err error) string {
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return ""
+	}
+	for _, d := range ce.Details() {
+		if v, _ := d.Value(); v != nil {
+			if ei, ok := v.(*errdetails.ErrorInfo); ok {
+				return ei.Reason
+			}
+		}
+	}
+	return ""
 }
