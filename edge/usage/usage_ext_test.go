@@ -17,6 +17,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/orgedge/edge/config"
 	"github.com/orgedge/edge/edge/call"
@@ -244,13 +246,13 @@ var protocols = []struct {
 // protocol gets the same usage, and the call is recorded as answered.
 func TestGetUsageIsAnsweredInEveryProtocol(t *testing.T) {
 	t.Parallel()
-	for _, proto := range protocols {
-		t.Run(proto.name, func(t *testing.T) {
+	for _, protocol := range protocols {
+		t.Run(protocol.name, func(t *testing.T) {
 			t.Parallel()
 			l, p := newLimits(t, testenv.Redis(t)), caller()
 			e := serve(t, l, p)
 			admitted(t, l, p, 2)
-			client := svcv1connect.NewUsageServiceClient(e.Client(), e.URL, proto.opts...)
+			client := svcv1connect.NewUsageServiceClient(e.Client(), e.URL, protocol.opts...)
 			res, err := client.GetUsage(t.Context(), connect.NewRequest(&svcv1.GetUsageRequest{}))
 			if err != nil {
 				t.Fatal(err)
@@ -259,6 +261,43 @@ func TestGetUsageIsAnsweredInEveryProtocol(t *testing.T) {
 			wantRecorded(t, e, answeredByTheEdge)
 		})
 	}
+}
+
+// TestGetUsageCountsTheEnvironmentsTheCallerRuns: an environment whose
+// creation the backend confirmed is in the caller's usage, read from the
+// quotas' counters, as is CreateEnvironment among its calls.
+func TestGetUsageCountsTheEnvironmentsTheCallerRuns(t *testing.T) {
+	t.Parallel()
+	l, p := newLimits(t, testenv.Redis(t)), caller()
+	e := serve(t, l, p)
+	create := wire.Call{Protocol: wire.Connect, Procedure: svcv1connect.EnvironmentServiceCreateEnvironmentProcedure,
+		Service: "svc.v1.EnvironmentService", Method: "CreateEnvironment", UnaryConnect: true}
+	pol := l.Live()
+	a, refusal := l.Admit(t.Context(), httptest.NewRecorder(), create, p, pol.Table.Rule(create.Procedure), pol)
+	if refusal != nil {
+		t.Fatalf("CreateEnvironment not admitted: %v", refusal)
+	}
+	// The backend's answer, as the forward step hands it to the limits.
+	body, err := proto.Marshal(&svcv1.CreateEnvironmentResponse{Environment: &svcv1.Environment{
+		Id: testenv.Unique("env"), CreatedAt: timestamppb.Now()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"application/proto"}}}
+	l.Answered(t.Context(), a, create, res, body, wire.OfResponse(create, res, body), nil)
+	a.Done(t.Context())
+
+	got, err := svcv1connect.NewUsageServiceClient(e.Client(), e.URL).GetUsage(t.Context(), connect.NewRequest(&svcv1.GetUsageRequest{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := got.Msg.GetResourceUsage().GetEnvironments(); n != 1 {
+		t.Errorf("environments %d, want the 1 created", n)
+	}
+	if n := got.Msg.GetApiUsage().GetRequestsToday(); n != 2 {
+		t.Errorf("requests today %d, want 2 (CreateEnvironment, GetUsage)", n)
+	}
+	wantRecorded(t, e, answeredByTheEdge)
 }
 
 // TestGetUsageWithoutRedisIsUnavailableInTheAPIsErrorShape: while Redis is
@@ -338,12 +377,12 @@ func TestGetUsageWithoutRedisIsUnavailableInTheAPIsErrorShape(t *testing.T) {
 // after a 200).
 func TestGetUsageWithoutRedisIsUnavailableInEveryProtocol(t *testing.T) {
 	t.Parallel()
-	for _, proto := range protocols {
-		t.Run(proto.name, func(t *testing.T) {
+	for _, protocol := range protocols {
+		t.Run(protocol.name, func(t *testing.T) {
 			t.Parallel()
 			p := caller()
 			e := serve(t, newLimits(t, deadRedis(t)), p)
-			client := svcv1connect.NewUsageServiceClient(e.Client(), e.URL, proto.opts...)
+			client := svcv1connect.NewUsageServiceClient(e.Client(), e.URL, protocol.opts...)
 			_, err := client.GetUsage(t.Context(), connect.NewRequest(&svcv1.GetUsageRequest{}))
 			if connect.CodeOf(err) != connect.CodeUnavailable || reasonOf(err) != limits.ReasonUnavailable {
 				t.Errorf("%v, want unavailable %s", err, limits.ReasonUnavailable)
