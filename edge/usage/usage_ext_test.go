@@ -228,6 +228,69 @@ func TestGetUsageInJSONWithAnEmptyBodyAnswersTheCallsCountedAndThePlan(t *testin
 	}
 }
 
+// TestGetUsageInJSONWithAnEmptyBodyOfNoDeclaredLengthIsTheEmptyRequest: an
+// empty body is the empty request whether its length was declared or not
+// (docs/api.md): an HTTP/2 client that sends no content-length, an
+// HTTP/1.1 one that sends it chunked, get their usage as a caller that
+// sends Content-Length 0 does; and a body of no declared length is read
+// whole ({} is the empty request too).
+func TestGetUsageInJSONWithAnEmptyBodyOfNoDeclaredLengthIsTheEmptyRequest(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		http1 bool
+		body  string
+	}{
+		{"HTTP/2, empty", false, ""},
+		{"HTTP/1.1 chunked, empty", true, ""},
+		{"HTTP/2, {}", false, "{}"},
+		{"HTTP/1.1 chunked, {}", true, "{}"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			l, p := newLimits(t, testenv.Redis(t)), caller()
+			e := serve(t, l, p)
+			admitted(t, l, p, 1)
+
+			// A reader of its own: the client knows no length of it.
+			body := struct{ io.Reader }{strings.NewReader(tc.body)}
+			r, err := http.NewRequestWithContext(t.Context(), http.MethodPost, e.URL+usage.Procedure, body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.Header.Set("Content-Type", "application/json")
+			r.Header.Set("Connect-Protocol-Version", "1")
+			client := e.Client()
+			if tc.http1 {
+				tr := client.Transport.(*http.Transport).Clone()
+				tr.Protocols = new(http.Protocols)
+				tr.Protocols.SetHTTP1(true)
+				tr.TLSClientConfig.NextProtos = []string{"http/1.1"}
+				client = &http.Client{Transport: tr}
+				r.TransferEncoding = []string{"chunked"}
+			}
+			res, err := client.Do(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer res.Body.Close()
+			got, err := io.ReadAll(res.Body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.StatusCode != http.StatusOK || res.ProtoMajor != map[bool]int{false: 2, true: 1}[tc.http1] {
+				t.Fatalf("%s %d %s, want 200", res.Proto, res.StatusCode, got)
+			}
+			var u svcv1.GetUsageResponse
+			if err := protojson.Unmarshal(got, &u); err != nil {
+				t.Fatalf("%s: %v", got, err)
+			}
+			wantUsage(t, &u, 2)
+			wantRecorded(t, e, answeredByTheEdge)
+		})
+	}
+}
+
 // protocols are the clients of every protocol connect-go speaks.
 var protocols = []struct {
 	name string
