@@ -8,12 +8,35 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/orgedge/edge/internal/testkit"
 	"github.com/orgedge/edge/orgsvc"
 )
+
+// smallWindowClients return an HTTP/1.1 and an h2c client whose sockets
+// receive into 64 KiB (and the h2c client's streams too, by their flow
+// control): a client that stops reading stalls the edge's writes as soon as
+// a few of its messages are buffered. With the kernel's
+// autotuned buffers (up to tcp_rmem's 32 MiB here) each stalled stream first
+// took tens of MiB of copying, which cost the suite seconds of CPU and
+// tested nothing more.
+func smallWindowClients() (http1, h2c *http.Client) {
+	dial := (&net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		var err error
+		if cerr := c.Control(func(fd uintptr) { err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 64<<10) }); cerr != nil {
+			return cerr
+		}
+		return err
+	}}).DialContext
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	return &http.Client{Transport: &http.Transport{DialContext: dial}},
+		&http.Client{Transport: &http.Transport{DialContext: dial, Protocols: &p,
+			HTTP2: &http.HTTP2Config{MaxReceiveBufferPerStream: 64 << 10, MaxReceiveBufferPerConnection: 1 << 20}}}
+}
 
 // startFloodingUpstream is a backend whose every stream sends 16 KiB
 // messages as fast as it may, forever; a call with X-Test-Idle gets one
@@ -70,10 +93,11 @@ func TestClientsThatStopReadingHoldBoundedMemoryAndTheirStreamsEnd(t *testing.T)
 		subject, contentType string
 		client               *http.Client
 	}
+	http1, h2c := smallWindowClients()
 	ways := []way{
-		{"enterprise-slow-connect", "application/connect+proto", testkit.HTTP1Client},
-		{"enterprise-slow-grpc", "application/grpc", testkit.H2CClient},
-		{"enterprise-slow-grpcweb", "application/grpc-web+proto", testkit.HTTP1Client},
+		{"enterprise-slow-connect", "application/connect+proto", http1},
+		{"enterprise-slow-grpc", "application/grpc", h2c},
+		{"enterprise-slow-grpcweb", "application/grpc-web+proto", http1},
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -99,7 +123,7 @@ func TestClientsThatStopReadingHoldBoundedMemoryAndTheirStreamsEnd(t *testing.T)
 		}
 		return res // never read
 	}
-	idleWay := way{"enterprise-slow-idle", "application/connect+proto", testkit.HTTP1Client}
+	idleWay := way{"enterprise-slow-idle", "application/connect+proto", http1}
 	idle := open(idleWay, true)
 	defer idle.Body.Close()
 	for _, w := range ways {
