@@ -232,6 +232,7 @@ func (s *Server) serve(b *begun) *identity.Principal {
 	r, e.cancel = s.callContext(b, p, rule, admitted, body)
 	if rule.Builtin { // the edge's own procedure: only its calls look it up
 		if h := s.builtins[b.c.Procedure]; h != nil {
+			w.AnswersItself()
 			h.ServeHTTP(w, r)
 			return p
 		}

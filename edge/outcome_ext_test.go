@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/grpc/health/grpc_health_v1"
+
 	"github.com/orgedge/edge/internal/testkit"
 	"github.com/orgedge/edge/orgsvc"
 )
@@ -199,4 +201,31 @@ func TestAnIdempotencyRefusalIsCountedAsRefusedWithItsCode(t *testing.T) {
 			t.Errorf("CreateOrganization outcome %s = %v, want %v: the edge refused the reused key", outcome, got, want)
 		}
 	}
+}
+
+// TestCallsTheEdgeAnswersItselfAreCountedAnswered: GetUsage and gRPC's
+// health Check are answered by the edge, not the backend. Answered, they
+// are neither refused nor errors: a dashboard of errors by outcome must
+// not count a load balancer's health checks, nor the refusals panel a
+// customer reading its usage.
+func TestCallsTheEdgeAnswersItselfAreCountedAnswered(t *testing.T) {
+	t.Parallel()
+	s, token := startTracedStack(t, orgsvc.Config{}, nil) // its log is kept
+	if res, body := jsonCall(t, s.edge.URL, token("free-answered-ann"), "/svc.v1.UsageService/GetUsage", "{}"); res.StatusCode != http.StatusOK {
+		t.Fatalf("GetUsage: %d %v", res.StatusCode, body)
+	}
+	if _, err := healthClient(t, s.edge.URL).Check(ctxT(t), &grpc_health_v1.HealthCheckRequest{}); err != nil {
+		t.Fatalf("health Check: %v", err)
+	}
+	m := testkit.ScrapeUntil(t, s.edge.AdminURL+"/metrics", "both calls recorded", func(m testkit.Samples) bool {
+		return m.Sum("edge_requests_total", "method", "GetUsage")+m.Sum("edge_requests_total", "method", "Check") == 2
+	})
+	for _, method := range []string{"GetUsage", "Check"} {
+		for outcome, want := range map[string]float64{"answered": 1, "forwarded": 0, "refused": 0, "replayed": 0, "error": 0} {
+			if got := m.Sum("edge_request_duration_seconds_count", "method", method, "outcome", outcome); got != want {
+				t.Errorf("%s: edge_request_duration_seconds_count{outcome=%q} = %v, want %v", method, outcome, got, want)
+			}
+		}
+	}
+	testkit.WaitFor(t, "both access lines", func() bool { return strings.Count(s.edgeLog.String(), `"outcome":"answered"`) == 2 })
 }

@@ -332,8 +332,8 @@ func (d *dashboard) redis(newest, recent, oldest *sample) redisState {
 }
 
 type trafficState struct {
-	// PerSecond: calls per second by outcome (forwarded, refused,
-	// replayed, error) over recent; Calls: how many over the span.
+	// PerSecond: calls per second by outcome (forwarded, answered,
+	// refused, replayed, error) over recent; Calls: how many over the span.
 	PerSecond map[string]float64 `json:"per_second"`
 	Calls     map[string]float64 `json:"calls"`
 	// Refusals by plan and limit over the span (shadow: what a shadow

@@ -12,13 +12,14 @@ const (
 // Outcomes of a call (edge_request_duration_seconds): what became of it.
 const (
 	OutcomeForwarded = "forwarded" // the backend answered (any code)
+	OutcomeAnswered  = "answered"  // the edge answered it itself (GetUsage, gRPC health, reflection): any code but a fault
 	OutcomeRefused   = "refused"   // the edge refused it: the caller's token, role, limits, request
 	OutcomeReplayed  = "replayed"  // an idempotent replay, without the backend
 	OutcomeError     = "error"     // no answer from the backend, or a dependency of the edge failed, or the client left
 )
 
 // Outcomes lists every outcome.
-var Outcomes = [...]string{OutcomeForwarded, OutcomeRefused, OutcomeReplayed, OutcomeError}
+var Outcomes = [...]string{OutcomeForwarded, OutcomeAnswered, OutcomeRefused, OutcomeReplayed, OutcomeError}
 
 // Which dependency one of the edge's own unavailable answers is about
 // (edge_unavailable_total).

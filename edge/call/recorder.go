@@ -26,7 +26,7 @@ type Recorder struct {
 	status int
 	// ended is the edge's own answer to the call, or how it ended a
 	// stream it had begun (End); own: the edge answers the call itself
-	// (AnswersItself), so an error in its answer is the edge's refusal.
+	// (AnswersItself), so its answer is the edge's, not the backend's.
 	ended *connect.Error
 	own   bool
 	// replayCode is the code a replayed answer was stored with (see
@@ -107,7 +107,8 @@ func (r *Recorder) ReadElsewhere() {
 }
 
 // AnswersItself records that the edge answers the call itself, in place of
-// the backend (GetUsage): an error in its answer is the edge's refusal.
+// the backend (GetUsage, gRPC health, reflection): its outcome is answered
+// whatever its code, unless the code says it could not serve the call.
 func (r *Recorder) AnswersItself() { r.own = true }
 
 // SetUnavailableReason names the dependency behind an unavailable answer
@@ -156,6 +157,8 @@ func (r *Recorder) Outcome(code string) string {
 		return OutcomeForwarded
 	case r.ended == nil && !r.own || noAnswer(code):
 		return OutcomeError
+	case r.own:
+		return OutcomeAnswered
 	}
 	return OutcomeRefused
 }

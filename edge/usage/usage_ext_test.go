@@ -176,9 +176,10 @@ func wantRecorded(t *testing.T, e *edge, want recorded) {
 }
 
 // answeredByTheEdge is how a GetUsage the edge answered is recorded: its
-// code, and the outcome of the edge's own answers (AnswersItself): not
-// "error", which would say that no backend answered it.
-var answeredByTheEdge = recorded{code: "ok", outcome: call.OutcomeRefused, reason: call.UnavailableUpstream}
+// code, and the outcome of the edge's own answers (AnswersItself):
+// answered, neither "error", which would say that no backend answered it,
+// nor "refused".
+var answeredByTheEdge = recorded{code: "ok", outcome: call.OutcomeAnswered, reason: call.UnavailableUpstream}
 
 // TestGetUsageInJSONWithAnEmptyBodyAnswersTheCallsCountedAndThePlan: the
 // specification's GetUsage has no body. A JSON caller that sends none

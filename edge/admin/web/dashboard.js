@@ -139,6 +139,7 @@ function showTraffic(st) {
   const ps = (k) => fmt(t.per_second[k] || 0) + " /s";
   defs($("#traffic-now"), [
     ["Forwarded", ps("forwarded")],
+    ["Answered by the edge", ps("answered")],
     ["Refused", ps("refused")],
     ["Replayed", ps("replayed")],
     ["Errors", ps("error")],
