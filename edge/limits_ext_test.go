@@ -48,8 +48,16 @@ func TestFreePlanBurstThen429WithRetryAfterInEveryProtocol(t *testing.T) {
 	t.Parallel()
 	redisTargets(t, func(t *testing.T, useRedis func(*config.Config)) {
 		s, token := startStack(t, orgsvc.Config{}, useRedis)
+		// The protocols' subjects are apart: their subtests run at once
+		// (each waits on a hundred calls), with tokens fetched here.
+		protocols := []testkit.Protocol{testkit.ConnectProto, testkit.GRPC, testkit.GRPCWeb}
+		tokens := map[testkit.Protocol]string{testkit.HTTPJSON: token("free-burst-json")}
+		for _, p := range protocols {
+			tokens[p] = token("free-burst-" + string(p))
+		}
 		t.Run("http-json", func(t *testing.T) {
-			tok := token("free-burst-json")
+			t.Parallel()
+			tok := tokens[testkit.HTTPJSON]
 			var res *http.Response
 			var body map[string]any
 			admitted := admitUntilRefused(t, func() bool {
@@ -102,9 +110,10 @@ func TestFreePlanBurstThen429WithRetryAfterInEveryProtocol(t *testing.T) {
 				t.Fatalf("after Retry-After: %d %v", res.StatusCode, body)
 			}
 		})
-		for _, p := range []testkit.Protocol{testkit.ConnectProto, testkit.GRPC, testkit.GRPCWeb} {
+		for _, p := range protocols {
 			t.Run(string(p), func(t *testing.T) {
-				c := testkit.NewClients(s.edge.URL, p, token("free-burst-"+string(p)))
+				t.Parallel()
+				c := testkit.NewClients(s.edge.URL, p, tokens[p])
 				ctx := ctxT(t)
 				var err error
 				admitUntilRefused(t, func() bool {
