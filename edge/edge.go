@@ -183,7 +183,7 @@ func (s *Server) finish(b *begun, principal *identity.Principal) {
 		s.metrics.Unavailable(rec.UnavailableReason())
 	}
 	observe.EndServer(span, c, code, rec.Status())
-	s.access.Write(r, c, principal, rec, code, d)
+	s.access.Write(r, c, principal, rec, code, outcome, d)
 	// Last, and edge_requests_total last within it: a scrape that counts
 	// the call there finds it in every other series too, and its access
 	// line written or queued (unless sampled out).

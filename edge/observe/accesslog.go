@@ -24,11 +24,12 @@ type AccessLog struct {
 	Metrics *Metrics
 }
 
-// Write writes the access line of a call whose result is code. It never
+// Write writes the access line of a call whose result is code and outcome
+// (call.Recorder's Result and Outcome, read once by the chain). It never
 // names the token, and names the subject only by a hash. While the call's
 // span records, the line carries its trace_id, to find the trace from the
 // log and back.
-func (a AccessLog) Write(r *http.Request, c wire.Call, p *identity.Principal, rec *call.Recorder, code string, d time.Duration) {
+func (a AccessLog) Write(r *http.Request, c wire.Call, p *identity.Principal, rec *call.Recorder, code, outcome string, d time.Duration) {
 	if code == "ok" && a.SampleOK < 1 && rand.Float64() >= a.SampleOK {
 		return
 	}
@@ -42,7 +43,7 @@ func (a AccessLog) Write(r *http.Request, c wire.Call, p *identity.Principal, re
 		slog.String("procedure", c.Procedure),
 		slog.String("protocol", string(c.Protocol)),
 		slog.String("code", code),
-		slog.String("outcome", rec.Outcome(code)),
+		slog.String("outcome", outcome),
 		slog.Int("http_status", rec.Status()),
 		slog.Float64("duration_ms", float64(d.Microseconds())/1000),
 		slog.String("request_id", r.Header.Get("X-Request-Id")),

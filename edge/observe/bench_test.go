@@ -47,6 +47,6 @@ func BenchmarkAccessLog(b *testing.B) {
 	rec.WriteHeader(http.StatusOK)
 	b.ReportAllocs()
 	for b.Loop() {
-		a.Write(r, benchCall, p, rec, "ok", time.Millisecond)
+		a.Write(r, benchCall, p, rec, "ok", call.OutcomeForwarded, time.Millisecond)
 	}
 }
