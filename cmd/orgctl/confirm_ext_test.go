@@ -102,6 +102,7 @@ func (c *cli) runOnTerminal(answer string, args ...string) (r result, screen str
 }
 
 func TestForceDeleteAsksOnATerminalAndTakesYesInScripts(t *testing.T) {
+	t.Parallel()
 	st := startStack(t, stackOptions{})
 	c := newCLI(t, st)
 	c.login("alice", "alice")

@@ -14,6 +14,7 @@ import (
 // The conventions of gh, kubectl and doctl, through the built command.
 
 func TestGlobalFlagsGoBeforeOrAfterTheCommandInLongAndShortForms(t *testing.T) {
+	t.Parallel()
 	st := startStack(t, stackOptions{})
 	c := newCLI(t, st)
 	c.login("alice", "alice")
@@ -47,6 +48,7 @@ func TestGlobalFlagsGoBeforeOrAfterTheCommandInLongAndShortForms(t *testing.T) {
 }
 
 func TestMistypedCommandOrFlagIsAUsageErrorThatSuggestsTheRightOne(t *testing.T) {
+	t.Parallel()
 	c := &cli{t: t, env: []string{"HOME=" + t.TempDir(), "XDG_CONFIG_HOME=" + t.TempDir()}}
 	for _, tc := range []struct {
 		args       []string
@@ -67,6 +69,7 @@ func TestMistypedCommandOrFlagIsAUsageErrorThatSuggestsTheRightOne(t *testing.T)
 }
 
 func TestVersionAndDashDashVersionNameTheBuild(t *testing.T) {
+	t.Parallel()
 	c := &cli{t: t, env: []string{"HOME=" + t.TempDir(), "XDG_CONFIG_HOME=" + t.TempDir()}}
 	// The command is built by this test run's toolchain (TestMain).
 	want := "orgctl version (devel) (" + runtime.Version() + ", " + runtime.GOOS + "/" + runtime.GOARCH + ")\n"
@@ -84,6 +87,7 @@ func TestVersionAndDashDashVersionNameTheBuild(t *testing.T) {
 // completion script asks orgctl (its hidden __complete command), then bash
 // itself completing with the generated script.
 func TestShellCompletionCompletesCommandsFlagsAndContexts(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	c := &cli{t: t, env: []string{"HOME=" + home, "XDG_CONFIG_HOME=" + home + "/.config", "PATH=" + os.Getenv("PATH")}}
 	c.mustRun("context", "set", "prod", "--api", "https://api.example.com", "--issuer", "https://id.example.com/realms/prod", "--client-id", "orgctl")
@@ -162,6 +166,7 @@ try orgctl context delete p
 }
 
 func TestContextListColumnsLineUpWithTheirHeader(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	c := &cli{t: t, env: []string{"HOME=" + home, "XDG_CONFIG_HOME=" + home + "/.config"}}
 	c.mustRun("context", "set", "staging-eu-west", "--api", "https://api.staging.example.com", "--issuer", "https://id.example.com/realms/staging", "--client-id", "orgctl", "--use")
@@ -206,6 +211,7 @@ func TestContextListColumnsLineUpWithTheirHeader(t *testing.T) {
 // TestBlueprintsValidateHelpDescribesTheFormat checks that -h describes
 // the document, and that its example is one the API finds valid.
 func TestBlueprintsValidateHelpDescribesTheFormat(t *testing.T) {
+	t.Parallel()
 	st := startStack(t, stackOptions{})
 	c := newCLI(t, st, "ORGCTL_CLIENT_ID=svc-admin", "ORGCTL_CLIENT_SECRET=dev-secret")
 	help := c.mustRun("blueprints", "validate", "-h").stdout

@@ -12,6 +12,7 @@ import (
 // flag, every exit status; and that the README's first screen has the login
 // line.
 func TestHelpAndDocsPageNameEveryCommandFlagAndExitStatus(t *testing.T) {
+	t.Parallel()
 	doc, err := os.ReadFile("../../docs/cli.md")
 	if err != nil {
 		t.Fatal(err)
@@ -90,6 +91,7 @@ func TestHelpAndDocsPageNameEveryCommandFlagAndExitStatus(t *testing.T) {
 }
 
 func TestUsageMistakesExitTwoAndNameTheFix(t *testing.T) {
+	t.Parallel()
 	c := &cli{t: t, env: []string{"HOME=" + t.TempDir(), "XDG_CONFIG_HOME=" + t.TempDir()}}
 	for _, tc := range []struct {
 		args []string
@@ -110,6 +112,7 @@ func TestUsageMistakesExitTwoAndNameTheFix(t *testing.T) {
 }
 
 func TestContextsFromTheConfigFileYieldToEnvironmentAndFlags(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	c := &cli{t: t, configDir: home + "/.config", env: []string{"HOME=" + home, "XDG_CONFIG_HOME=" + home + "/.config"}}
 	c.mustRun("context", "set", "prod", "--api", "https://api.example.com", "--issuer", "https://id.example.com/realms/prod", "--client-id", "orgctl", "--use")
@@ -147,6 +150,7 @@ func TestContextsFromTheConfigFileYieldToEnvironmentAndFlags(t *testing.T) {
 }
 
 func TestIssuerOutOfReachIsExitNineTryAgain(t *testing.T) {
+	t.Parallel()
 	c := &cli{t: t, env: []string{"HOME=" + t.TempDir(), "XDG_CONFIG_HOME=" + t.TempDir(),
 		"ORGCTL_ISSUER=http://127.0.0.1:1/realms/none", "ORGCTL_CLIENT_ID=svc-admin", "ORGCTL_CLIENT_SECRET=dev-secret"}}
 	if r := c.run("orgs", "list"); r.code != 9 || !strings.Contains(r.stderr, "OIDC discovery") {

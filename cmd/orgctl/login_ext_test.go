@@ -31,6 +31,7 @@ func storedSession(t *testing.T, c *cli, context string) (map[string]any, os.Fil
 }
 
 func TestDeviceLoginApprovedInTheBrowserThenCommandsRunAsThatPerson(t *testing.T) {
+	t.Parallel()
 	st := startStack(t, stackOptions{})
 	c := newCLI(t, st)
 
@@ -77,6 +78,7 @@ func TestDeviceLoginApprovedInTheBrowserThenCommandsRunAsThatPerson(t *testing.T
 }
 
 func TestTokenAboutToExpireIsRefreshedBeforeTheCallWithoutTheUserNoticing(t *testing.T) {
+	t.Parallel()
 	// Tokens live 12s; the command refreshes one that expires within 10s.
 	st := startStack(t, stackOptions{tokenTTL: 12 * time.Second})
 	c := newCLI(t, st)
@@ -119,6 +121,7 @@ func TestTokenAboutToExpireIsRefreshedBeforeTheCallWithoutTheUserNoticing(t *tes
 }
 
 func TestServiceAccountGetsANewTokenForEachCommandAndStoresNothing(t *testing.T) {
+	t.Parallel()
 	st := startStack(t, stackOptions{})
 	c := newCLI(t, st, "ORGCTL_CLIENT_ID=svc-admin", "ORGCTL_CLIENT_SECRET=dev-secret")
 	c.mustRun("orgs", "create", "pipeline-org", "--billing-email", "ops@example.com")
@@ -162,6 +165,7 @@ func replaceAccessToken(t *testing.T, c *cli, context, token string, refresh ...
 }
 
 func TestTokenTheEdgeRefusesBeforeItsExpiryIsRefreshedOnceBeforeAskingToLogIn(t *testing.T) {
+	t.Parallel()
 	st := startStack(t, stackOptions{})
 	// A token as the edge sees one signed before a key rotation: the right
 	// issuer, audience and person, a key the issuer no longer publishes.
@@ -208,6 +212,7 @@ func TestTokenTheEdgeRefusesBeforeItsExpiryIsRefreshedOnceBeforeAskingToLogIn(t 
 }
 
 func TestWrongIssuerURLNamesTheDiscoveryURLTriedAndWhatARightOneLooksLike(t *testing.T) {
+	t.Parallel()
 	st := startStack(t, stackOptions{})
 	localhost := strings.Replace(st.issuerURL, "127.0.0.1", "localhost", 1)
 	for _, tc := range []struct {

@@ -18,6 +18,7 @@ import (
 )
 
 func TestEveryOperationThroughTheEdgeAsTablesAndJSON(t *testing.T) {
+	t.Parallel()
 	st := startStack(t, stackOptions{})
 	alice, bob := newCLI(t, st), newCLI(t, st)
 	alice.login("alice", "alice")
@@ -124,6 +125,7 @@ func TestEveryOperationThroughTheEdgeAsTablesAndJSON(t *testing.T) {
 }
 
 func TestReplayedCreateWithTheSameIdempotencyKeyRunsOnceInTheBackend(t *testing.T) {
+	t.Parallel()
 	st := startStack(t, stackOptions{})
 	c := newCLI(t, st)
 	c.login("carol", "carol")
@@ -144,6 +146,7 @@ func TestReplayedCreateWithTheSameIdempotencyKeyRunsOnceInTheBackend(t *testing.
 }
 
 func TestRateRefusalIsExplainedAndWaitedOutWithWait(t *testing.T) {
+	t.Parallel()
 	st := startStack(t, stackOptions{edge: func(cfg *config.Config) {
 		free := cfg.Limits.Plans["free"]
 		free.RequestsPerMinute, free.Burst = 20, 1 // one call, then one every 3s
@@ -167,6 +170,7 @@ func TestRateRefusalIsExplainedAndWaitedOutWithWait(t *testing.T) {
 }
 
 func TestWatchSeesProvisioningThenTheNextStatusAndEnds(t *testing.T) {
+	t.Parallel()
 	st := startStack(t, stackOptions{provisionDelay: 3 * time.Second})
 	c := newCLI(t, st)
 	c.login("carol", "carol")
@@ -183,6 +187,7 @@ func TestWatchSeesProvisioningThenTheNextStatusAndEnds(t *testing.T) {
 }
 
 func TestCtrlCEndsAWatchCleanlyWithExit130(t *testing.T) {
+	t.Parallel()
 	st := startStack(t, stackOptions{provisionDelay: time.Hour})
 	c := newCLI(t, st)
 	c.login("carol", "carol")
@@ -221,6 +226,7 @@ func TestCtrlCEndsAWatchCleanlyWithExit130(t *testing.T) {
 }
 
 func TestUsageShowsEachLimitBesideWhatIsUsedInHumanUnits(t *testing.T) {
+	t.Parallel()
 	st := startStack(t, stackOptions{provisionDelay: 100 * time.Millisecond})
 	c := newCLI(t, st)
 	c.login("alice", "alice")
