@@ -163,6 +163,7 @@ func renderAlerts(t *testing.T, file, edgeJob, backendJob string) ([]byte, error
 // rules rendered for other names pass every rule test with the targets
 // scraped under those names (BackendDown quiet while the backend is up).
 func TestAlertRulesTakeTheJobNamesAsAParameter(t *testing.T) {
+	t.Parallel()
 	bin := promtool(t)
 	src, err := os.ReadFile("prometheus/alerts.yml")
 	if err != nil {

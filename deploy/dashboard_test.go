@@ -112,6 +112,7 @@ func TestDashboardShowsReloadsUnavailableCausesAndFailOpenDecisions(t *testing.T
 // evaluates every panel's queries on those samples (promtool): each must
 // show a value, 0 where nothing went wrong, never "No data".
 func TestDashboardShowsAValueOnAHealthySystem(t *testing.T) {
+	t.Parallel()
 	if testing.Short() && !testenv.InCI() {
 		t.Skip("-short: the dashboard is NOT checked against live metrics (run without -short, as CI does)")
 	}

@@ -618,6 +618,7 @@ func promtool(t *testing.T) string {
 }
 
 func TestPromtoolAcceptsConfigRulesAndRuleTests(t *testing.T) {
+	t.Parallel()
 	bin := promtool(t)
 	for _, args := range [][]string{
 		{"check", "config", "prometheus.yml"},

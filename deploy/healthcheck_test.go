@@ -17,6 +17,7 @@ import (
 // non-zero when it answers anything else or nothing, within the health
 // check's timeout, without configuration.
 func TestBinariesCheckTheirOwnHealth(t *testing.T) {
+	t.Parallel()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/readyz" {
 			http.Error(w, "redis: not ready", http.StatusServiceUnavailable)

@@ -63,6 +63,7 @@ func buildWithLdflags(t *testing.T, cmd, dockerfile, ldflags string) string {
 // Dockerfile's -ldflags and a VERSION, and checks that -version says it and
 // that the running edge's edge_build_info carries it.
 func TestImagesStampTheVersionTheyAreBuiltWith(t *testing.T) {
+	t.Parallel()
 	const version = "v9.8.7-rc.1"
 	bins := map[string]string{}
 	for cmd, dockerfile := range map[string]string{"cmd/edge": "edge.Dockerfile", "cmd/orgsvc": "orgsvc.Dockerfile"} {
@@ -192,6 +193,7 @@ var developmentOnly = []string{
 // records (go version -m), that no development package is in it; and that
 // the binary's -dev fails, saying why and what to run instead.
 func TestEdgeImageLinksNoDevelopmentPackageAndItsDevSaysSo(t *testing.T) {
+	t.Parallel()
 	tags := dockerfileTags(t, "edge.Dockerfile")
 	list := exec.Command(goTool(), "list", "-deps", "-tags", tags, "github.com/orgedge/edge/cmd/edge")
 	list.Env = append(os.Environ(), "CGO_ENABLED=0")

@@ -322,6 +322,7 @@ func TestDashboardAndAlertExpressionsParse(t *testing.T) {
 // name is exported: a renamed metric must not leave a blank panel or an
 // alert that never fires.
 func TestDashboardAndAlertsUseExportedMetrics(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		// It builds and starts the stack; -short may drop it on a
 		// developer's machine, loudly, but never under CI.
