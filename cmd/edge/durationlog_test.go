@@ -17,6 +17,7 @@ import (
 // for is written as the configuration writes it ("1.5s"), not as integer
 // nanoseconds.
 func TestJSONLogsWriteDurationsAsGoDurations(t *testing.T) {
+	t.Parallel()
 	bin := buildEdge(t)
 	cfg := config.Default()
 	cfg.Redis.Addr = testenv.RedisAddr(t)

@@ -14,6 +14,7 @@ import (
 // variables give the secrets again. A variable set to the placeholder is
 // refused too, naming the variable.
 func TestThePrintedConfigurationDoesNotStartWithItsPlaceholderForASecret(t *testing.T) {
+	t.Parallel()
 	bin := buildEdge(t)
 	dir := t.TempDir()
 	file := filepath.Join(dir, "edge.yaml")

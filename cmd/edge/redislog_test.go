@@ -40,6 +40,7 @@ func TestMain(m *testing.M) {
 // the Redis client's own complaints (failed dials) are among them, as
 // structured "redis client" lines, rate-limited.
 func TestRedisOutageLeavesOnlyJSONLinesOnStderr(t *testing.T) {
+	t.Parallel()
 	rs := testenv.StartRedisProcess(t, testenv.RedisProcessOptions{})
 	iss := testkit.StartIssuer(t)
 	be := testkit.StartBackend(t, testkit.SQLite, iss.URL(), orgsvc.Config{})

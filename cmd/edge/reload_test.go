@@ -27,6 +27,7 @@ func freePort(t *testing.T) string {
 }
 
 func TestSighupReloadsTheConfigFile(t *testing.T) {
+	t.Parallel()
 	cfg := config.Default()
 	cfg.Redis.Addr = testenv.RedisAddr(t)
 	cfg.Redis.KeyPrefix = testenv.Unique("sighup") + ":"

@@ -27,6 +27,7 @@ import (
 // ends (it reconnects to another replica); each stream has its access line;
 // and the edge exits 0.
 func TestSigtermEndsOpenStreamsUnavailableAndExitsZero(t *testing.T) {
+	t.Parallel()
 	bin := buildEdge(t)
 	iss := testkit.SharedIssuer(t)
 	be := testkit.StartBackend(t, testkit.SQLite, iss.URL(), orgsvc.Config{ProvisionDelay: time.Hour})
