@@ -91,18 +91,23 @@ func TestCachedTokenIsRefusedOnceExpired(t *testing.T) {
 	iss, v := startIssuer(t, identity.Config{ClockSkew: 30 * time.Second, Now: clock})
 	a := authn.New(v, authn.Options{CacheSize: 100, ClockSkew: 30 * time.Second})
 	a.SetClock(clock)
-	tok, _ := iss.Issuer.TokenFor("bob") // lives 10 minutes
+	// The issuer stamps exp from its own clock, when it mints the token: the
+	// test's clock moves from that exp, not from when the test began (under
+	// load, starting the issuer can take longer than the skew's margin).
+	claims, _ := iss.Issuer.ClaimsFor("bob") // lives 10 minutes
+	tok, _ := iss.Issuer.Mint(claims)
+	exp := time.Unix(claims["exp"].(int64), 0)
 	if _, err := a.Authenticate(context.Background(), bearer(tok)); err != nil {
 		t.Fatal(err)
 	}
 	mu.Lock()
-	now = now.Add(10*time.Minute + 29*time.Second) // expired, within the skew
+	now = exp.Add(29 * time.Second) // expired, within the skew
 	mu.Unlock()
 	if _, err := a.Authenticate(context.Background(), bearer(tok)); err != nil {
 		t.Fatalf("within skew: %v", err)
 	}
 	mu.Lock()
-	now = now.Add(2 * time.Second) // past the skew
+	now = exp.Add(31 * time.Second) // past the skew
 	mu.Unlock()
 	_, err := a.Authenticate(context.Background(), bearer(tok))
 	var ie *identity.Error
