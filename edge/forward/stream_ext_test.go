@@ -2,7 +2,6 @@ package forward_test
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 
 	"github.com/orgedge/edge/config"
 	"github.com/orgedge/edge/edge/call"
@@ -21,6 +19,7 @@ import (
 	svcv1 "github.com/orgedge/edge/gen/svc/v1"
 	"github.com/orgedge/edge/gen/svc/v1/svcv1connect"
 	"github.com/orgedge/edge/identity"
+	"github.com/orgedge/edge/internal/testkit"
 )
 
 // watcher is a backend whose WatchEnvironment sends one message, then
@@ -137,21 +136,6 @@ func end(s *connect.ServerStreamForClient[svcv1.WatchEnvironmentResponse]) error
 	return s.Err()
 }
 
-func reasonOf(err error) string {
-	var ce *connect.Error
-	if !errors.As(err, &ce) {
-		return ""
-	}
-	for _, d := range ce.Details() {
-		if v, _ := d.Value(); v != nil {
-			if ei, ok := v.(*errdetails.ErrorInfo); ok {
-				return ei.Reason
-			}
-		}
-	}
-	return ""
-}
-
 func result(t *testing.T, results <-chan ended) ended {
 	t.Helper()
 	select {
@@ -172,8 +156,8 @@ func TestEndStreamsEndsOpenStreamsUnavailableInTheirProtocol(t *testing.T) {
 	step.EndStreams()
 	for i, s := range streams {
 		err := end(s)
-		if connect.CodeOf(err) != connect.CodeUnavailable || reasonOf(err) != call.ReasonShuttingDown {
-			t.Errorf("%s: the stream ended %v (reason %q), want unavailable %s", streamProtocols[i].name, err, reasonOf(err), call.ReasonShuttingDown)
+		if connect.CodeOf(err) != connect.CodeUnavailable || testkit.Reason(err) != call.ReasonShuttingDown {
+			t.Errorf("%s: the stream ended %v (reason %q), want unavailable %s", streamProtocols[i].name, err, testkit.Reason(err), call.ReasonShuttingDown)
 		}
 	}
 	for range streams {
@@ -194,8 +178,8 @@ func TestAStreamEndsUnauthenticatedWhenItsTokenExpires(t *testing.T) {
 			// would hold it open for ever.
 			_, url, results := streamEdge(t, watcher{}, time.Now().Add(500*time.Millisecond))
 			err := end(open(t, url, p.opts))
-			if connect.CodeOf(err) != connect.CodeUnauthenticated || reasonOf(err) != identity.ReasonTokenExpired {
-				t.Fatalf("the stream ended %v (reason %q), want unauthenticated %s", err, reasonOf(err), identity.ReasonTokenExpired)
+			if connect.CodeOf(err) != connect.CodeUnauthenticated || testkit.Reason(err) != identity.ReasonTokenExpired {
+				t.Fatalf("the stream ended %v (reason %q), want unauthenticated %s", err, testkit.Reason(err), identity.ReasonTokenExpired)
 			}
 			if e := result(t, results); e.result != "unauthenticated" {
 				t.Fatalf("recorded %q, want unauthenticated", e.result)

@@ -3,7 +3,6 @@ package usage_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -15,7 +14,6 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/redis/go-redis/v9"
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -167,6 +165,32 @@ func wantUsage(t *testing.T, got *svcv1.GetUsageResponse, calls int32) {
 	}
 }
 
+// getUsage is a POST of GetUsage to e with header and body.
+func getUsage(t *testing.T, e *edge, header http.Header, body io.Reader) *http.Request {
+	t.Helper()
+	r, err := http.NewRequestWithContext(t.Context(), http.MethodPost, e.URL+usage.Procedure, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Header = header
+	return r
+}
+
+// do sends r with client and reads its answer whole.
+func do(t *testing.T, client *http.Client, r *http.Request) (*http.Response, []byte) {
+	t.Helper()
+	res, err := client.Do(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, body
+}
+
 // wantRecorded checks what the chain would count the call under.
 func wantRecorded(t *testing.T, e *edge, want recorded) {
 	t.Helper()
@@ -202,20 +226,7 @@ func TestGetUsageInJSONWithAnEmptyBodyAnswersTheCallsCountedAndThePlan(t *testin
 			e := serve(t, l, p)
 			admitted(t, l, p, 4)
 
-			r, err := http.NewRequestWithContext(t.Context(), http.MethodPost, e.URL+usage.Procedure, http.NoBody)
-			if err != nil {
-				t.Fatal(err)
-			}
-			r.Header = tc.header
-			res, err := e.Client().Do(r)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer res.Body.Close()
-			body, err := io.ReadAll(res.Body)
-			if err != nil {
-				t.Fatal(err)
-			}
+			res, body := do(t, e.Client(), getUsage(t, e, tc.header, http.NoBody))
 			if res.StatusCode != http.StatusOK || res.Header.Get("Content-Type") != "application/json" {
 				t.Fatalf("%d %s %s, want 200 application/json", res.StatusCode, res.Header.Get("Content-Type"), body)
 			}
@@ -255,12 +266,7 @@ func TestGetUsageInJSONWithAnEmptyBodyOfNoDeclaredLengthIsTheEmptyRequest(t *tes
 
 			// A reader of its own: the client knows no length of it.
 			body := struct{ io.Reader }{strings.NewReader(tc.body)}
-			r, err := http.NewRequestWithContext(t.Context(), http.MethodPost, e.URL+usage.Procedure, body)
-			if err != nil {
-				t.Fatal(err)
-			}
-			r.Header.Set("Content-Type", "application/json")
-			r.Header.Set("Connect-Protocol-Version", "1")
+			r := getUsage(t, e, http.Header{"Content-Type": {"application/json"}, "Connect-Protocol-Version": {"1"}}, body)
 			client := e.Client()
 			if tc.http1 {
 				tr := client.Transport.(*http.Transport).Clone()
@@ -270,15 +276,7 @@ func TestGetUsageInJSONWithAnEmptyBodyOfNoDeclaredLengthIsTheEmptyRequest(t *tes
 				client = &http.Client{Transport: tr}
 				r.TransferEncoding = []string{"chunked"}
 			}
-			res, err := client.Do(r)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer res.Body.Close()
-			got, err := io.ReadAll(res.Body)
-			if err != nil {
-				t.Fatal(err)
-			}
+			res, got := do(t, client, r)
 			if res.StatusCode != http.StatusOK || res.ProtoMajor != map[bool]int{false: 2, true: 1}[tc.http1] {
 				t.Fatalf("%s %d %s, want 200", res.Proto, res.StatusCode, got)
 			}
@@ -386,20 +384,7 @@ func TestGetUsageWithoutRedisIsUnavailableInTheAPIsErrorShape(t *testing.T) {
 			t.Parallel()
 			p := caller()
 			e := serve(t, newLimits(t, deadRedis(t)), p)
-			r, err := http.NewRequestWithContext(t.Context(), http.MethodPost, e.URL+usage.Procedure, strings.NewReader(tc.body))
-			if err != nil {
-				t.Fatal(err)
-			}
-			r.Header = tc.header
-			res, err := e.Client().Do(r)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer res.Body.Close()
-			body, err := io.ReadAll(res.Body)
-			if err != nil {
-				t.Fatal(err)
-			}
+			res, body := do(t, e.Client(), getUsage(t, e, tc.header, strings.NewReader(tc.body)))
 			if res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Content-Type") != "application/json" {
 				t.Fatalf("%d %s %s, want 503 application/json", res.StatusCode, res.Header.Get("Content-Type"), body)
 			}
@@ -448,7 +433,7 @@ func TestGetUsageWithoutRedisIsUnavailableInEveryProtocol(t *testing.T) {
 			e := serve(t, newLimits(t, deadRedis(t)), p)
 			client := svcv1connect.NewUsageServiceClient(e.Client(), e.URL, protocol.opts...)
 			_, err := client.GetUsage(t.Context(), connect.NewRequest(&svcv1.GetUsageRequest{}))
-			if connect.CodeOf(err) != connect.CodeUnavailable || reasonOf(err) != limits.ReasonUnavailable {
+			if connect.CodeOf(err) != connect.CodeUnavailable || testkit.Reason(err) != limits.ReasonUnavailable {
 				t.Errorf("%v, want unavailable %s", err, limits.ReasonUnavailable)
 			}
 			wantRecorded(t, e, recorded{code: "unavailable", outcome: call.OutcomeError, reason: call.UnavailableLimits})
@@ -478,25 +463,10 @@ func TestGetUsageIsUnavailableWhenEitherOfItsCountsCannotBeRead(t *testing.T) {
 			e := serve(t, newLimitsOn(t, tc.calls(t), tc.quotas(t)), p)
 			client := svcv1connect.NewUsageServiceClient(e.Client(), e.URL, connect.WithProtoJSON())
 			_, err := client.GetUsage(t.Context(), connect.NewRequest(&svcv1.GetUsageRequest{}))
-			if connect.CodeOf(err) != connect.CodeUnavailable || reasonOf(err) != limits.ReasonUnavailable {
+			if connect.CodeOf(err) != connect.CodeUnavailable || testkit.Reason(err) != limits.ReasonUnavailable {
 				t.Errorf("%v, want unavailable %s", err, limits.ReasonUnavailable)
 			}
 			wantRecorded(t, e, recorded{code: "unavailable", outcome: call.OutcomeError, reason: call.UnavailableLimits})
 		})
 	}
-}
-
-func reasonOf(err error) string {
-	var ce *connect.Error
-	if !errors.As(err, &ce) {
-		return ""
-	}
-	for _, d := range ce.Details() {
-		if v, _ := d.Value(); v != nil {
-			if ei, ok := v.(*errdetails.ErrorInfo); ok {
-				return ei.Reason
-			}
-		}
-	}
-	return ""
 }

@@ -6,12 +6,14 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strconv"
 	"strings"
 
+	"connectrpc.com/connect"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/protobuf/proto"
@@ -115,6 +117,23 @@ func wireReason(w *wireError) string {
 		}
 	}
 	return reasonOf(anys)
+}
+
+// Reason is the reason of the ErrorInfo that a connect-go client's error
+// carries, "" when err is no *connect.Error or has none.
+func Reason(err error) string {
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return ""
+	}
+	for _, d := range ce.Details() {
+		if v, _ := d.Value(); v != nil {
+			if ei, ok := v.(*errdetails.ErrorInfo); ok {
+				return ei.Reason
+			}
+		}
+	}
+	return ""
 }
 
 func reasonOf(details []*anypb.Any) string {
