@@ -149,7 +149,10 @@ func TestRateRefusalIsExplainedAndWaitedOutWithWait(t *testing.T) {
 	t.Parallel()
 	st := startStack(t, stackOptions{edge: func(cfg *config.Config) {
 		free := cfg.Limits.Plans["free"]
-		free.RequestsPerMinute, free.Burst = 20, 1 // one call, then one every 3s
+		// One call, then one every 10 s: the refused call and the --wait
+		// call must both come before the next, which on a busy machine
+		// (each run is a process of its own, built with -race) took over 3 s.
+		free.RequestsPerMinute, free.Burst = 6, 1
 		cfg.Limits.Plans["free"] = free
 	}})
 	c := newCLI(t, st)
@@ -171,7 +174,10 @@ func TestRateRefusalIsExplainedAndWaitedOutWithWait(t *testing.T) {
 
 func TestWatchSeesProvisioningThenTheNextStatusAndEnds(t *testing.T) {
 	t.Parallel()
-	st := startStack(t, stackOptions{provisionDelay: 3 * time.Second})
+	// PROVISIONING for 10 s: the watch must begin before it ends, a few
+	// runs of the command after the environment is created (3 s was too
+	// short on a busy machine).
+	st := startStack(t, stackOptions{provisionDelay: 10 * time.Second})
 	c := newCLI(t, st)
 	c.login("carol", "carol")
 	org := jq(t, ".id", c.mustRun("orgs", "create", "w", "--billing-email", "w@example.com", "-o", "json").stdout)
