@@ -292,7 +292,7 @@ func TestHTTP2RapidResetGetsAGoAwayAndAFewAccessLines(t *testing.T) {
 	be := testkit.StartBackend(t, testkit.SQLite, iss.URL(), orgsvc.Config{})
 	lines := &lineCounter{lines: map[string]int{}}
 	cfg := testkit.EdgeConfig(t, be.URL, iss.URL())
-	e := testkit.StartEdgeWith(t, cfg, testkit.EdgeOptions{Logger: slog.New(slog.NewJSONHandler(lines, nil))})
+	e := testkit.StartEdgeWith(t, cfg, testkit.EdgeOptions{Logger: testkit.Logger(lines, "json", slog.LevelInfo)})
 	addr := strings.TrimPrefix(e.URL, "http://")
 	tok := testkit.Token(t, iss.URL(), "pro-rapid-reset")
 

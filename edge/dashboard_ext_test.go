@@ -45,7 +45,7 @@ func startDashboardStack(t *testing.T, change func(*config.Config)) *dashboardSt
 		change(cfg)
 	}
 	log := &logBuffer{}
-	e := testkit.StartEdgeWith(t, cfg, testkit.EdgeOptions{Logger: slog.New(slog.NewJSONHandler(log, nil))})
+	e := testkit.StartEdgeWith(t, cfg, testkit.EdgeOptions{Logger: testkit.Logger(log, "json", slog.LevelInfo)})
 	return &dashboardStack{edge: e, second: fp, log: log, token: func(who string) string { return testkit.Token(t, iss.URL(), who) }}
 }
 

@@ -54,7 +54,7 @@ func TestNoLogLineNamesTheBearerToken(t *testing.T) {
 	dead := "http://" + testkit.DeadAddr(t)
 	cfg := testkit.EdgeConfig(t, dead, s.iss)
 	cfg.Log.Level = "debug"
-	down := testkit.StartEdgeWith(t, cfg, testkit.EdgeOptions{Logger: slog.New(slog.NewJSONHandler(s.edgeLog, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	down := testkit.StartEdgeWith(t, cfg, testkit.EdgeOptions{Logger: testkit.Logger(s.edgeLog, "json", slog.LevelDebug)})
 	if _, err := testkit.NewClients(down.URL, testkit.GRPC, tok).Org.ListOrganizations(ctx, req(&svcv1.ListOrganizationsRequest{})); connect.CodeOf(err) != connect.CodeUnavailable {
 		t.Fatalf("backend down: %v", err)
 	}

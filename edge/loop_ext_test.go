@@ -21,7 +21,7 @@ func startLoopedEdge(t *testing.T, issuer string, healthInterval time.Duration) 
 	cfg := testkit.EdgeConfig(t, "http://"+front.Addr, issuer)
 	cfg.Upstream.HealthCheck.Interval, cfg.Upstream.HealthCheck.Timeout = healthInterval, healthInterval
 	log := &logBuffer{}
-	e := testkit.StartEdgeWith(t, cfg, testkit.EdgeOptions{Logger: slog.New(slog.NewTextHandler(log, nil))})
+	e := testkit.StartEdgeWith(t, cfg, testkit.EdgeOptions{Logger: testkit.Logger(log, "text", slog.LevelInfo)})
 	front.Retarget(strings.TrimPrefix(e.URL, "http://"))
 	return e, log
 }

@@ -114,7 +114,7 @@ func TestAbandonedCallIsCanceledAndUnavailableNamesTheDependency(t *testing.T) {
 	t.Cleanup(slow.Close)
 	t.Cleanup(func() { close(release) }) // runs before slow.Close
 	log := &logBuffer{}
-	e := testkit.StartEdgeWith(t, testkit.EdgeConfig(t, slow.URL, iss.URL()), testkit.EdgeOptions{Logger: slog.New(slog.NewJSONHandler(log, nil))})
+	e := testkit.StartEdgeWith(t, testkit.EdgeConfig(t, slow.URL, iss.URL()), testkit.EdgeOptions{Logger: testkit.Logger(log, "json", slog.LevelInfo)})
 	tok := testkit.Token(t, iss.URL(), "free-leaver-hal")
 
 	ctx, cancel := context.WithCancel(context.Background())

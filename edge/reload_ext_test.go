@@ -41,7 +41,7 @@ func startFromFile(t *testing.T, change func(*config.Config)) *policyStack {
 		t.Fatal(err)
 	}
 	log := &logBuffer{}
-	e := testkit.StartEdgeWith(t, loaded, testkit.EdgeOptions{Logger: slog.New(slog.NewJSONHandler(log, nil))})
+	e := testkit.StartEdgeWith(t, loaded, testkit.EdgeOptions{Logger: testkit.Logger(log, "json", slog.LevelInfo)})
 	return &policyStack{edge: e, path: path, log: log, token: func(who string) string { return testkit.Token(t, iss.URL(), who) }}
 }
 

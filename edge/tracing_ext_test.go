@@ -64,7 +64,7 @@ func startTracedStack(t *testing.T, svc orgsvc.Config, change func(*config.Confi
 		change(cfg)
 	}
 	s.edge = testkit.StartEdgeWith(t, cfg, testkit.EdgeOptions{
-		Logger: slog.New(slog.NewJSONHandler(s.edgeLog, debug)), TracerProvider: tp,
+		Logger: testkit.Logger(s.edgeLog, "json", slog.LevelDebug), TracerProvider: tp,
 	})
 	s.iss = iss.URL()
 	return s, func(who string) string { return testkit.Token(t, iss.URL(), who) }
@@ -273,7 +273,7 @@ func TestWithTracingOffTheClientsTraceparentReachesTheBackendUntouched(t *testin
 	backend := testkit.StartBackend(t, testkit.SQLite, iss.URL(), orgsvc.Config{TracerProvider: backendTP})
 	edgeLog := &logBuffer{}
 	e := testkit.StartEdgeWith(t, testkit.EdgeConfig(t, backend.URL, iss.URL()), testkit.EdgeOptions{
-		Logger: slog.New(slog.NewJSONHandler(edgeLog, nil)), TracerProvider: noop.NewTracerProvider(),
+		Logger: testkit.Logger(edgeLog, "json", slog.LevelInfo), TracerProvider: noop.NewTracerProvider(),
 	})
 	c := testkit.NewClients(e.URL, testkit.ConnectJSON, testkit.Token(t, iss.URL(), "pro-untraced-edge"))
 	r := req(&svcv1.ListOrganizationsRequest{})

@@ -29,7 +29,7 @@ func TestGetUsageDuringARedisOutageIsCountedUnavailableForLimits(t *testing.T) {
 	cfg.Redis.Addr = rs.Addr // fail_open: the call is admitted, its usage cannot be read
 	cfg.Redis.Timeout = outageTimeout
 	log := &logBuffer{}
-	e := testkit.StartEdgeWith(t, cfg, testkit.EdgeOptions{Logger: slog.New(slog.NewJSONHandler(log, nil))})
+	e := testkit.StartEdgeWith(t, cfg, testkit.EdgeOptions{Logger: testkit.Logger(log, "json", slog.LevelInfo)})
 	tok := testkit.Token(t, iss.URL(), "pro-usage-outage")
 	rs.Stop()
 

@@ -16,11 +16,13 @@ import (
 )
 
 // New returns a logger writing format ("json" or "text") to w at level
-// and above.
+// and above. Its handler is a *Handler: slog's, and Line for the line
+// written on every call.
 func New(w io.Writer, format string, level slog.Leveler) (*slog.Logger, error) {
+	out := &lockedWriter{w: w}
 	switch format {
 	case "json":
-		return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level, ReplaceAttr: ReplaceAttr})), nil
+		return slog.New(&Handler{Handler: slog.NewJSONHandler(out, &slog.HandlerOptions{Level: level, ReplaceAttr: ReplaceAttr}), out: out, json: true}), nil
 	case "text":
 		// The text handler writes a duration as its String already, and a
 		// ReplaceAttr, even one that changes nothing, takes it off its fast
@@ -28,7 +30,7 @@ func New(w io.Writer, format string, level slog.Leveler) (*slog.Logger, error) {
 		// MarshalText, each value resolved twice): in the development
 		// mode, which logs every call, that was about 7,000 instructions of
 		// each access line (docs/benchmarks.md).
-		return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level})), nil
+		return slog.New(&Handler{Handler: slog.NewTextHandler(out, &slog.HandlerOptions{Level: level}), out: out}), nil
 	}
 	return nil, fmt.Errorf("log format must be json or text, not %q", format)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/orgedge/edge/config"
 	"github.com/orgedge/edge/devissuer"
 	"github.com/orgedge/edge/edge/app"
+	"github.com/orgedge/edge/internal/logformat"
 	"github.com/orgedge/edge/internal/testenv"
 )
 
@@ -71,8 +72,19 @@ func StartEdge(t testing.TB, cfg *config.Config) *Edge {
 
 // EdgeOptions are what a test may change of how StartEdgeWith runs the edge.
 type EdgeOptions struct {
-	Logger         *slog.Logger         // default: discard
+	Logger         *slog.Logger         // default: discard (the edge's own logger onto io.Discard)
 	TracerProvider trace.TracerProvider // default: the global one
+}
+
+// Logger is the edge's own logger (as the edge command makes it) writing
+// format at level and above to w: the access line takes its path, not
+// slog's.
+func Logger(w io.Writer, format string, level slog.Level) *slog.Logger {
+	log, err := logformat.New(w, format, level)
+	if err != nil {
+		panic(err) // a test's mistake: json or text
+	}
+	return log
 }
 
 // StartEdgeWith is StartEdge with a logger or tracer provider of the test's.
@@ -83,7 +95,7 @@ func StartEdgeWith(t testing.TB, cfg *config.Config, o EdgeOptions) *Edge {
 	}
 	log := o.Logger
 	if log == nil {
-		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+		log = Logger(io.Discard, "text", slog.LevelInfo)
 	}
 	var opts []app.Option
 	if o.TracerProvider != nil {
