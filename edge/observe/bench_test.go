@@ -13,6 +13,7 @@ import (
 	"github.com/orgedge/edge/edge/call"
 	"github.com/orgedge/edge/edge/wire"
 	"github.com/orgedge/edge/identity"
+	"github.com/orgedge/edge/internal/logformat"
 )
 
 var benchCall = wire.Call{
@@ -33,12 +34,23 @@ func BenchmarkMetrics(b *testing.B) {
 	}
 }
 
-// BenchmarkAccessLog writes one access line (JSON, as in production) into
-// the buffered log writer.
+// BenchmarkAccessLog writes one access line into the buffered log writer:
+// through the edge's own logger (logformat.Line), in JSON as in production
+// and in text as in the development mode, and through slog.
 func BenchmarkAccessLog(b *testing.B) {
+	for _, format := range []string{"json", "text", "slog"} {
+		b.Run(format, func(b *testing.B) { benchAccessLog(b, format) })
+	}
+}
+
+func benchAccessLog(b *testing.B, format string) {
 	logs := NewLogWriter(io.Discard, 0)
 	defer logs.Close()
-	a := AccessLog{Log: slog.New(slog.NewJSONHandler(logs, nil)), SampleOK: 1}
+	log := slog.New(slog.NewJSONHandler(logs, nil))
+	if format != "slog" {
+		log, _ = logformat.New(logs, format, slog.LevelInfo)
+	}
+	a := AccessLog{Log: log, SampleOK: 1}
 	r := httptest.NewRequest("POST", benchCall.Procedure, nil)
 	r.Header.Set("X-Request-Id", "0123456789abcdef0123456789abcdef")
 	p := &identity.Principal{Subject: "bench-subject", Plan: "enterprise"}

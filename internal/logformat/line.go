@@ -165,12 +165,26 @@ func appendRFC3339Millis(b []byte, t time.Time) []byte {
 }
 
 // needsQuoting is slog's text rule: empty, or any byte JSON would escape
-// (a backslash aside), a space, '=', or a rune not printable.
+// (a backslash aside), a space, '=', or a rune not printable. ASCII is
+// decided a byte at a time without a table (most lines are ASCII); from
+// the first byte that is not, slog's own loop goes on.
 func needsQuoting(s string) bool {
 	if len(s) == 0 {
 		return true
 	}
-	for i := 0; i < len(s); {
+	for i := 0; i < len(s); i++ {
+		switch b := s[i]; {
+		case b <= ' ' || b == '"' || b == '=':
+			return true
+		case b >= utf8.RuneSelf:
+			return needsQuotingFrom(s, i)
+		}
+	}
+	return false
+}
+
+func needsQuotingFrom(s string, i int) bool {
+	for i < len(s) {
 		b := s[i]
 		if b < utf8.RuneSelf {
 			if b != '\\' && (b == ' ' || b == '=' || !safeSet[b]) {
