@@ -85,9 +85,12 @@ func SubjectHash(sub string) string {
 	return hex.EncodeToString(h[:6])
 }
 
-// Hash is SubjectHash of the principal's subject, from the sum computed
-// once per token when there is one.
+// Hash is SubjectHash of the principal's subject, made once per token
+// when there is one (SumSubject).
 func (p *Principal) Hash() string {
+	if p.hash != "" {
+		return p.hash
+	}
 	if p.SubjectSum == ([32]byte{}) {
 		return SubjectHash(p.Subject)
 	}

@@ -6,6 +6,8 @@
 package identity
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -87,9 +89,17 @@ type Principal struct {
 	Roles    []string  // sorted, de-duplicated
 	Expiry   time.Time // when the token expires
 	// SubjectSum is SHA-256 of Subject, when the authenticator computed
-	// it (once per verified token): logs and Redis keys name the subject
-	// by it. Zero otherwise.
+	// it (SumSubject, once per verified token): logs and Redis keys name
+	// the subject by it. Zero otherwise.
 	SubjectSum [32]byte
+	hash       string // Hash, made with SubjectSum
+}
+
+// SumSubject sets SubjectSum, and Hash with it: once per verified token,
+// not once per call.
+func (p *Principal) SumSubject() {
+	p.SubjectSum = sha256.Sum256([]byte(p.Subject))
+	p.hash = hex.EncodeToString(p.SubjectSum[:6])
 }
 
 // ServiceAccount reports whether the principal is a service account: a token

@@ -13,7 +13,6 @@ package authn
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"hash/maphash"
@@ -222,7 +221,7 @@ func (a *Authenticator) verify(ctx context.Context, raw string, key uint64, tail
 		}
 		return nil, err
 	}
-	p.SubjectSum = sha256.Sum256([]byte(p.Subject))
+	p.SumSubject()
 	if a.shared != nil && client.IsValid() {
 		a.shared.saw(client, binary.BigEndian.Uint64(p.SubjectSum[:8]))
 	}
