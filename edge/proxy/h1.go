@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -237,19 +238,49 @@ func toResponse(r *http.Request, res *fasthttp.Response) *http.Response {
 	// One array holds every value: a header's slice is a window of it, with
 	// no room to grow into the next one's.
 	values := make([]string, 0, n)
+	// And every value, and every name not in commonHeaders, is a window of
+	// one string: one allocation for them all, not one each.
+	type field struct {
+		key            string // a common name, in canonical form; else k0:k1 of text
+		k0, k1, v0, v1 int
+	}
+	var spans [16]field
+	fields := spans[:0]
+	size := 0
 	for k, v := range res.Header.All() {
-		key, ok := commonHeaders[string(k)] // in canonical form: fasthttp normalizes answers' header names
-		if !ok {
-			key = string(k)
+		size += len(k) + len(v)
+	}
+	var text strings.Builder
+	text.Grow(size)
+	for k, v := range res.Header.All() {
+		// fasthttp normalizes answers' header names: a common one is
+		// found as it is.
+		f := field{key: commonHeaders[string(k)]}
+		if f.key == "" {
+			f.k0 = text.Len()
+			text.Write(k)
+			f.k1 = text.Len()
+		}
+		f.v0 = text.Len()
+		text.Write(v)
+		f.v1 = text.Len()
+		fields = append(fields, f)
+	}
+	all := text.String()
+	for _, f := range fields {
+		key := f.key
+		if key == "" {
+			key = all[f.k0:f.k1]
 		}
 		if key == "Transfer-Encoding" || key == "Content-Length" {
 			continue // the body is whole: its length is set below
 		}
+		value := all[f.v0:f.v1]
 		if vs, ok := h[key]; ok {
-			h[key] = append(vs, string(v))
+			h[key] = append(vs, value)
 			continue
 		}
-		values = append(values, string(v))
+		values = append(values, value)
 		i := len(values)
 		h[key] = values[i-1 : i : i]
 	}
