@@ -154,8 +154,11 @@ type begun struct {
 func (s *Server) begin(w http.ResponseWriter, r *http.Request, b *begun) {
 	b.start = time.Now()
 	id := call.RequestID(r.Header.Get("X-Request-Id"))
-	r.Header.Set("X-Request-Id", id)
-	w.Header().Set("X-Request-Id", id)
+	// One slice for both headers: with no room to grow, an append to
+	// either copies it.
+	ids := []string{id}
+	r.Header["X-Request-Id"] = ids[:1:1]
+	w.Header()["X-Request-Id"] = ids[:1:1]
 	b.c, b.problem = wire.Classify(r, s.procs)
 	b.rec = call.NewRecorder(w, b.c)
 	var ctx context.Context
