@@ -166,8 +166,19 @@ func read[T any](l *Limiter, ctx context.Context, f func(context.Context) (T, er
 
 // await waits for done, at most timeout and while ctx lasts.
 func await[T any](ctx context.Context, done <-chan result[T], timeout time.Duration) result[T] {
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
+	// A timer from the pool: since Go 1.23 a stopped timer sends nothing
+	// stale, so it is reset and used again, not made (two allocations) on
+	// every call.
+	timer, _ := awaitTimers.Get().(*time.Timer)
+	if timer == nil {
+		timer = time.NewTimer(timeout)
+	} else {
+		timer.Reset(timeout)
+	}
+	defer func() {
+		timer.Stop()
+		awaitTimers.Put(timer)
+	}()
 	select {
 	case r := <-done:
 		return r
@@ -177,6 +188,9 @@ func await[T any](ctx context.Context, done <-chan result[T], timeout time.Durat
 		return result[T]{err: fmt.Errorf("no answer from redis within %v: %w", timeout, context.DeadlineExceeded)}
 	}
 }
+
+// awaitTimers are await's stopped timers.
+var awaitTimers sync.Pool
 
 // asyncOf runs f on a goroutine of its own, under deadline.
 func asyncOf[T any](f func(context.Context) (T, error)) func(ctx context.Context, deadline time.Time) <-chan result[T] {
