@@ -86,7 +86,10 @@ func (b *batcher) run(ctx context.Context, deadline time.Time, keys []string, ar
 }
 
 // work flushes the queue, then waits for a kick to flush it again, until
-// none comes for workerIdle.
+// none comes for workerIdle. Its idle timer is not reset after each batch
+// (a change of the runtime's timer heap on nearly every call): it fires at
+// most once a workerIdle, and the worker ends only when it has waited that
+// long since its last batch.
 func (b *batcher) work() {
 	idle := time.NewTimer(workerIdle)
 	defer idle.Stop()
@@ -95,22 +98,37 @@ func (b *batcher) work() {
 		b.mu.Lock()
 		b.idle++
 		b.mu.Unlock()
-		idle.Reset(workerIdle)
+		if !b.waitKick(idle, time.Now()) {
+			return
+		}
+	}
+}
+
+// waitKick waits for a kick, idle since since; false when none came for
+// workerIdle and the worker is to end.
+func (b *batcher) waitKick(idle *time.Timer, since time.Time) bool {
+	for {
 		select {
 		case <-b.kick:
-			continue
+			return true
 		case <-idle.C:
+		}
+		if left := workerIdle - time.Since(since); left > 0 {
+			idle.Reset(left) // it fired for an earlier wait
+			continue
 		}
 		b.mu.Lock()
 		if b.idle > 0 {
 			// Not claimed: this worker ends.
 			b.idle--
 			b.mu.Unlock()
-			return
+			return false
 		}
 		b.mu.Unlock()
 		// Claimed as the timer fired: its kick is on the way.
 		<-b.kick
+		idle.Reset(workerIdle)
+		return true
 	}
 }
 
