@@ -75,11 +75,11 @@ var hopHeaders = func() map[string]bool {
 	return m
 }()
 
-// roundTrip sends r, whose body is mem when mem is not nil (it can then
+// roundTrip sends r to the backend at addr, whose body is mem when mem is not nil (it can then
 // be sent again on a fresh connection if a pooled one turns out closed).
 // readOnly tells a call without side effects, which may be sent again even
 // when the backend may have received it.
-func (t *h1) roundTrip(r *http.Request, mem []byte, readOnly bool) (*http.Response, error) {
+func (t *h1) roundTrip(r *http.Request, addr string, mem []byte, readOnly bool) (*http.Response, error) {
 	req := fasthttp.AcquireRequest()
 	defer fasthttp.ReleaseRequest(req)
 	req.Header.DisableNormalizing()
@@ -87,7 +87,7 @@ func (t *h1) roundTrip(r *http.Request, mem []byte, readOnly bool) (*http.Respon
 	req.SetRequestURI(r.URL.RequestURI())
 	host := r.Host
 	if host == "" {
-		host = r.URL.Host
+		host = addr // the backend's
 	}
 	req.Header.SetHost(host)
 	for k, vs := range r.Header {

@@ -226,10 +226,6 @@ func (e *endpoint) available(now int64) bool { return !e.isEjected(now) && !e.he
 func (p *Pool) RoundTrip(req *http.Request) (*http.Response, error) {
 	h2 := p.opts.HTTP2 != nil && p.opts.HTTP2(req)
 	now := time.Now()
-	out := new(http.Request)
-	*out = *req
-	u := *req.URL
-	out.URL = &u
 	var (
 		body *retryableBody
 		mem  []byte
@@ -247,12 +243,27 @@ func (p *Pool) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	default:
 		body = &retryableBody{ReadCloser: req.Body}
-		out.Body = body
+	}
+	// The HTTP/1.1 leg takes the backend's address beside the request, and
+	// the body in mem: req goes as it is. A request for the HTTP/2 leg, or
+	// with a body read as it is sent, is a copy with the backend's URL and
+	// that body.
+	out := req
+	if h2 || body != nil {
+		out = new(http.Request)
+		*out = *req
+		u := *req.URL
+		out.URL = &u
+		if body != nil {
+			out.Body = body
+		}
 	}
 	var tried []*endpoint
 	for {
 		e := p.pick(now.UnixNano(), tried)
-		out.URL.Host = e.addr
+		if out != req {
+			out.URL.Host = e.addr
+		}
 		e.inflight.Add(1)
 		e.calls.Add(1)
 		var (
@@ -263,7 +274,7 @@ func (p *Pool) RoundTrip(req *http.Request) (*http.Response, error) {
 		if t := e.transport(p, now); h2 {
 			res, err = t.h2.RoundTrip(out)
 		} else {
-			res, err = t.h1.roundTrip(out, mem, p.opts.ReadOnly != nil && p.opts.ReadOnly(req))
+			res, err = t.h1.roundTrip(out, e.addr, mem, p.opts.ReadOnly != nil && p.opts.ReadOnly(req))
 		}
 		if err == nil {
 			e.obs.Called(Answered, time.Since(sent))
