@@ -133,11 +133,16 @@ func (h redisHook) user(cmd redis.Cmder) string {
 	if i >= len(args) {
 		return redisUserOther
 	}
-	key, ok := args[i].(string)
-	if !ok {
+	var key string
+	switch k := args[i].(type) {
+	case string:
+		key = k
+	case *string: // the limit script's keys (ratelimit's keys.command)
+		key = *k
+	default:
 		return redisUserOther
 	}
-	key, ok = strings.CutPrefix(key, h.keyPrefix)
+	key, ok := strings.CutPrefix(key, h.keyPrefix)
 	switch {
 	case !ok:
 		return redisUserOther

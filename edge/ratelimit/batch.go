@@ -2,7 +2,7 @@ package ratelimit
 
 import (
 	"context"
-	"strings"
+	"errors"
 	"sync"
 	"time"
 
@@ -57,14 +57,13 @@ func newBatcher(rdb redis.UniversalClient, timeout time.Duration) *batcher {
 type scriptCall struct {
 	ctx      context.Context
 	deadline time.Time
-	keys     []string
-	args     []any
+	cmd      []any              // the EVALSHA, keys.command
 	done     chan result[[]any] // buffered: the batch never waits for its caller
 }
 
 // run queues one script run and returns the channel that gets its answer.
-func (b *batcher) run(ctx context.Context, deadline time.Time, keys []string, args []any) <-chan result[[]any] {
-	c := &scriptCall{ctx: ctx, deadline: deadline, keys: keys, args: args, done: make(chan result[[]any], 1)}
+func (b *batcher) run(ctx context.Context, deadline time.Time, cmd []any) <-chan result[[]any] {
+	c := &scriptCall{ctx: ctx, deadline: deadline, cmd: cmd, done: make(chan result[[]any], 1)}
 	b.mu.Lock()
 	b.queue = append(b.queue, c)
 	lead := b.inflight == 0 || b.inflight < maxPipelines && len(b.queue) >= maxBatch
@@ -182,14 +181,24 @@ func (b *batcher) send(batch []*scriptCall) {
 	defer cancel()
 	if len(live) == 1 {
 		c := live[0]
-		v, err := allowScript.Run(ctx, b.rdb, c.keys, c.args...).Slice()
+		cmd := scriptCmd(ctx, c.cmd)
+		_ = b.rdb.Process(ctx, cmd)
+		if noScript(cmd.Err()) {
+			// That node (restarted, failed over, flushed) lost the
+			// script: EVAL sends it with the call and loads it, in one
+			// round trip, as go-redis' Script.Run does.
+			eval := append([]any{"eval", allowLua}, c.cmd[2:]...)
+			cmd = scriptCmd(ctx, eval)
+			_ = b.rdb.Process(ctx, cmd)
+		}
+		v, err := cmd.Slice()
 		c.done <- result[[]any]{v, err}
 		return
 	}
 	cmds := b.pipeline(ctx, live)
 	var again []*scriptCall
 	for i, c := range live {
-		if err := cmds[i].Err(); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+		if noScript(cmds[i].Err()) {
 			// That node (restarted, failed over, flushed) lost the
 			// script, so this call's script did not run: it runs again
 			// once the script is loaded. The others ran: never twice.
@@ -219,9 +228,24 @@ func (b *batcher) pipeline(ctx context.Context, batch []*scriptCall) []*redis.Cm
 	cmds := make([]*redis.Cmd, len(batch))
 	_, _ = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, c := range batch {
-			cmds[i] = allowScript.EvalSha(ctx, p, c.keys, c.args...)
+			cmds[i] = scriptCmd(ctx, c.cmd)
+			_ = p.Process(ctx, cmds[i])
 		}
 		return nil
 	})
 	return cmds
+}
+
+// scriptCmd is the command of a call's script: its first key, which
+// routes it on a Redis Cluster, is its fourth argument (EVALSHA, hash,
+// number of keys, keys...).
+func scriptCmd(ctx context.Context, args []any) *redis.Cmd {
+	cmd := redis.NewCmd(ctx, args...)
+	cmd.SetFirstKeyPos(3)
+	return cmd
+}
+
+// noScript reports the error of a node that lacks the script.
+func noScript(err error) bool {
+	return err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT"))
 }

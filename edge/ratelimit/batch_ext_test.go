@@ -81,6 +81,28 @@ func TestPipelinedCallsSurviveAScriptFlush(t *testing.T) {
 	}
 }
 
+// A lone call to a Redis that lost its scripts sends the script with it
+// (EVAL, one round trip), gets its decision from Redis, and leaves the
+// script loaded for the calls after it.
+func TestALoneCallSurvivesAScriptFlush(t *testing.T) {
+	rdb := testenv.Redis(t)
+	l := ratelimit.New(rdb, ratelimit.Options{Timeout: 5 * time.Second})
+	req := ratelimit.Request{Subject: testenv.Unique("lone-flush"), Limits: []ratelimit.Limit{{Name: "plan", Rate: 1000, Period: time.Minute, Burst: 1000}}}
+	allow(t, l, req)
+	if err := rdb.ScriptFlush(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		d, err := l.Allow(context.Background(), req)
+		if err != nil || !d.Allowed || d.Source != ratelimit.SourceRedis {
+			t.Fatalf("call %d after SCRIPT FLUSH: %+v, %v; want admitted by Redis", i+1, d, err)
+		}
+		if u, err := l.Usage(context.Background(), req.Subject); err != nil || u.Today != int64(i+2) {
+			t.Fatalf("after call %d: counted %+v, %v; want %d today", i+1, u, err, i+2)
+		}
+	}
+}
+
 // A slow Redis is not held to one pipeline at a time: while one is on the
 // wire, the calls that arrive wait for it until a full batch has gathered,
 // and then another leaves beside it, up to four at once. Every call still

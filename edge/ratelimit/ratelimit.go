@@ -254,7 +254,7 @@ func (l *Limiter) Allow(ctx context.Context, req Request) (Decision, error) {
 		return d, nil
 	}
 	raw, err := callAsync(l, ctx, func(ctx context.Context, deadline time.Time) <-chan result[[]any] {
-		return l.batch.run(ctx, deadline, k.script, k.args(req))
+		return l.batch.run(ctx, deadline, k.command(req))
 	})
 	var v verdict
 	if err == nil {
@@ -486,14 +486,59 @@ type limitID struct {
 // args are the script's ARGV (see allow.lua). The numbers are passed as
 // redis_rate passes them, so that the arithmetic is the same.
 func (k keys) args(req Request) []any {
-	args := make([]any, 0, 9+4*len(req.Limits))
-	args = append(args, len(req.Limits), req.Cost, req.Daily, k.ttl(k.monthEnd, 24*time.Hour), req.Policy)
-	args = append(args, k.fieldArgs[:]...) // dayField, monthField, oldestDay, oldestMonth
-	for _, lim := range req.Limits {
-		args = append(args, lim.Name, lim.Burst, lim.Rate, lim.Period.Seconds())
-	}
-	return args
+	return k.appendArgs(make([]any, 0, 9+4*len(req.Limits)), req)
 }
+
+// appendArgs appends args to dst. Each is a pointer: into one struct of
+// the call's, or to a string the request or the calendar holds. go-redis
+// writes a *int64, *float64 or *string exactly as the value, and a pointer
+// goes into an interface without an allocation, where each number or
+// string boxed was one.
+func (k keys) appendArgs(dst []any, req Request) []any {
+	v := &argValues{policy: req.Policy}
+	v.head = [4]int64{int64(len(req.Limits)), int64(req.Cost), int64(req.Daily), k.ttl(k.monthEnd, 24*time.Hour)}
+	lims := v.lims[:0]
+	if len(req.Limits) > len(v.lims) {
+		lims = make([]limitArgs, 0, len(req.Limits))
+	}
+	dst = append(dst, &v.head[0], &v.head[1], &v.head[2], &v.head[3], &v.policy)
+	dst = append(dst, k.fieldArgs[:]...) // dayField, monthField, oldestDay, oldestMonth
+	for i := range req.Limits {
+		lim := &req.Limits[i]
+		lims = append(lims, limitArgs{burst: int64(lim.Burst), rate: int64(lim.Rate), period: lim.Period.Seconds()})
+		a := &lims[i] // within the capacity: never moved
+		dst = append(dst, &lim.Name, &a.burst, &a.rate, &a.period)
+	}
+	return dst
+}
+
+// argValues are what appendArgs points to.
+type argValues struct {
+	policy string
+	head   [4]int64     // n, cost, daily cap, ttl
+	lims   [4]limitArgs // a request's limits (more: a slice of their own)
+}
+
+type limitArgs struct {
+	burst, rate int64
+	period      float64 // seconds
+}
+
+// command is the call's EVALSHA of the script, ready to send: the name and
+// hash boxed once, the keys as pointers into k.script.
+func (k keys) command(req Request) []any {
+	cmd := make([]any, 0, 3+len(k.script)+9+4*len(req.Limits))
+	cmd = append(cmd, evalshaName, allowSHA, len(k.script))
+	for i := range k.script {
+		cmd = append(cmd, &k.script[i])
+	}
+	return k.appendArgs(cmd, req)
+}
+
+var (
+	evalshaName any = "evalsha"
+	allowSHA    any = allowScript.Hash()
+)
 
 // ttl is how long, in whole seconds, the subject's hash lives: a grace
 // period past the end of its window, so that a replica whose clock lags
