@@ -85,12 +85,12 @@ func FuzzLineIsWhatSlogWrites(f *testing.F) {
 		f.Add(s, int64(i), lineFloats[i%len(lineFloats)], int64(i)*1_000_003)
 	}
 	f.Fuzz(func(t *testing.T, s string, i int64, x float64, ns int64) {
-		if math.IsNaN(x) || math.IsInf(x, 0) {
-			t.Skip("Line takes finite floats")
-		}
 		at := time.Unix(0, ns).UTC()
-		if y := at.Year(); y < 0 || y > 9999 {
-			t.Skip("slog writes an error for a year outside 0-9999")
+		if math.IsNaN(x) || math.IsInf(x, 0) || at.Year() < 0 || at.Year() > 9999 {
+			// Outside what Line takes (finite floats) or what slog writes
+			// as a time (it writes an error for a year past 0-9999): not a
+			// case, so nothing to compare; no skip to count.
+			return
 		}
 		for _, format := range []string{"json", "text"} {
 			if got, want := lineAndSlog(t, format, at, slog.LevelInfo, "call", s, i, x); got != want {
