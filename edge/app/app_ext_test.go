@@ -105,15 +105,7 @@ func httpGet(t *testing.T, url string) (int, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := testkit.HTTP1Client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	body, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res, body := testkit.Do(t, testkit.HTTP1Client, req)
 	return res.StatusCode, string(body)
 }
 

@@ -176,21 +176,6 @@ func getUsage(t *testing.T, e *edge, header http.Header, body io.Reader) *http.R
 	return r
 }
 
-// do sends r with client and reads its answer whole.
-func do(t *testing.T, client *http.Client, r *http.Request) (*http.Response, []byte) {
-	t.Helper()
-	res, err := client.Do(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	body, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res, body
-}
-
 // wantRecorded checks what the chain would count the call under.
 func wantRecorded(t *testing.T, e *edge, want recorded) {
 	t.Helper()
@@ -226,7 +211,7 @@ func TestGetUsageInJSONWithAnEmptyBodyAnswersTheCallsCountedAndThePlan(t *testin
 			e := serve(t, l, p)
 			admitted(t, l, p, 4)
 
-			res, body := do(t, e.Client(), getUsage(t, e, tc.header, http.NoBody))
+			res, body := testkit.Do(t, e.Client(), getUsage(t, e, tc.header, http.NoBody))
 			if res.StatusCode != http.StatusOK || res.Header.Get("Content-Type") != "application/json" {
 				t.Fatalf("%d %s %s, want 200 application/json", res.StatusCode, res.Header.Get("Content-Type"), body)
 			}
@@ -276,7 +261,7 @@ func TestGetUsageInJSONWithAnEmptyBodyOfNoDeclaredLengthIsTheEmptyRequest(t *tes
 				client = &http.Client{Transport: tr}
 				r.TransferEncoding = []string{"chunked"}
 			}
-			res, got := do(t, client, r)
+			res, got := testkit.Do(t, client, r)
 			if res.StatusCode != http.StatusOK || res.ProtoMajor != map[bool]int{false: 2, true: 1}[tc.http1] {
 				t.Fatalf("%s %d %s, want 200", res.Proto, res.StatusCode, got)
 			}
@@ -384,7 +369,7 @@ func TestGetUsageWithoutRedisIsUnavailableInTheAPIsErrorShape(t *testing.T) {
 			t.Parallel()
 			p := caller()
 			e := serve(t, newLimits(t, deadRedis(t)), p)
-			res, body := do(t, e.Client(), getUsage(t, e, tc.header, strings.NewReader(tc.body)))
+			res, body := testkit.Do(t, e.Client(), getUsage(t, e, tc.header, strings.NewReader(tc.body)))
 			if res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Content-Type") != "application/json" {
 				t.Fatalf("%d %s %s, want 503 application/json", res.StatusCode, res.Header.Get("Content-Type"), body)
 			}

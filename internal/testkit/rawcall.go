@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"testing"
 
 	"connectrpc.com/connect"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -206,4 +207,20 @@ func RawCall(ctx context.Context, hc *http.Client, url, ct string, header http.H
 		return Outcome{}, err
 	}
 	return ReadOutcome(res)
+}
+
+// Do sends r with client and returns the answer with its body read whole
+// (and closed), failing the test if either fails.
+func Do(t testing.TB, client *http.Client, r *http.Request) (*http.Response, []byte) {
+	t.Helper()
+	res, err := client.Do(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, body
 }
