@@ -75,10 +75,11 @@ var hopHeaders = func() map[string]bool {
 	return m
 }()
 
-// roundTrip sends r to the backend at addr, whose body is mem when mem is not nil (it can then
-// be sent again on a fresh connection if a pooled one turns out closed).
-// readOnly tells a call without side effects, which may be sent again even
-// when the backend may have received it.
+// roundTrip sends r to the backend at addr (its Host when r has none). r's
+// body is mem when mem is not nil: it can then be sent again on a fresh
+// connection if a pooled one turns out closed. readOnly tells a call
+// without side effects, which may be sent again even when the backend may
+// have received it.
 func (t *h1) roundTrip(r *http.Request, addr string, mem []byte, readOnly bool) (*http.Response, error) {
 	req := fasthttp.AcquireRequest()
 	defer fasthttp.ReleaseRequest(req)
