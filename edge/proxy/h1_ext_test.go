@@ -121,6 +121,70 @@ func TestHTTP1LargeAndChunkedBodiesStream(t *testing.T) {
 	}
 }
 
+// What the backend reads is framed by the proxy alone: a value holding a
+// line break (the edge sets some headers itself) cannot add a header, cookies
+// split over several fields arrive as one Cookie line, a POST without a body
+// says Content-Length: 0 and a GET says nothing of a body.
+func TestHTTP1CallsAreFramedByTheProxyAlone(t *testing.T) {
+	got := make(chan *http.Request, 1)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r
+		_, _ = io.WriteString(w, "{}")
+	}))
+	defer up.Close()
+	p := unaryPool(t, up.URL)
+
+	r := post(t, context.Background(), up.URL, `{"id":"org_1"}`)
+	r.Header["X-Subject"] = []string{"alice\r\nX-Injected: 1"}
+	r.Header["Cookie"] = []string{"a=1", "b=2"}
+	if _, err := answer(t, p, r); err != nil {
+		t.Fatal(err)
+	}
+	in := <-got
+	if v := in.Header.Get("X-Subject"); v != "alice  X-Injected: 1" || in.Header.Get("X-Injected") != "" {
+		t.Errorf("backend got X-Subject %q and X-Injected %q, want the line break as spaces and no X-Injected", v, in.Header.Get("X-Injected"))
+	}
+	if c := in.Header.Values("Cookie"); len(c) != 1 || c[0] != "a=1; b=2" {
+		t.Errorf("backend got Cookie %q, want one line a=1; b=2", c)
+	}
+
+	for _, c := range []struct{ method, length string }{{"POST", "0"}, {"GET", ""}} {
+		r, err := http.NewRequest(c.method, up.URL+"/svc.v1.OrganizationService/ListEnvironments", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := answer(t, p, r); err != nil {
+			t.Fatal(err)
+		}
+		if in := <-got; in.Header.Get("Content-Length") != c.length || len(in.TransferEncoding) != 0 {
+			t.Errorf("a %s without a body reached the backend with Content-Length %q, Transfer-Encoding %v; want %q and none",
+				c.method, in.Header.Get("Content-Length"), in.TransferEncoding, c.length)
+		}
+	}
+}
+
+// A streamed body that ends before its Content-Length fails the call: the
+// backend never takes the part it got for a whole call.
+func TestHTTP1BodyShorterThanItsLengthFailsTheCall(t *testing.T) {
+	var whole atomic.Int32
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := io.Copy(io.Discard, r.Body); err == nil {
+			whole.Add(1)
+		}
+		_, _ = io.WriteString(w, "{}")
+	}))
+	defer up.Close()
+	r := post(t, context.Background(), up.URL, "")
+	r.Body, r.ContentLength = io.NopCloser(strings.NewReader(strings.Repeat("x", 100<<10))), 200<<10
+	if _, err := answer(t, unaryPool(t, up.URL), r); err == nil {
+		t.Fatal("a body 100 KiB short of its length was forwarded without an error")
+	}
+	up.Close() // waits for the backend's handler
+	if n := whole.Load(); n != 0 {
+		t.Errorf("the backend read %d whole calls, want none", n)
+	}
+}
+
 // closingBackend answers each connection's first call and closes it,
 // without saying so (no Connection: close), as a backend does when its idle
 // timeout strikes just after an answer. It counts the calls it read and
