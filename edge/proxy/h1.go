@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httputil"
 	"strconv"
 	"strings"
 	"sync"
@@ -81,34 +83,11 @@ var hopHeaders = func() map[string]bool {
 // without side effects, which may be sent again even when the backend may
 // have received it.
 func (t *h1) roundTrip(r *http.Request, addr string, mem []byte, readOnly bool) (*http.Response, error) {
-	req := fasthttp.AcquireRequest()
-	defer fasthttp.ReleaseRequest(req)
-	req.Header.DisableNormalizing()
-	req.Header.SetMethod(r.Method)
-	req.SetRequestURI(r.URL.RequestURI())
 	host := r.Host
 	if host == "" {
 		host = addr // the backend's
 	}
-	req.Header.SetHost(host)
-	for k, vs := range r.Header {
-		if hopHeaders[k] {
-			continue
-		}
-		for _, v := range vs {
-			req.Header.Add(k, v)
-		}
-	}
-	switch {
-	case mem != nil:
-		req.SetBodyRaw(mem)
-	case r.Body != nil && r.Body != http.NoBody:
-		n := int(r.ContentLength)
-		if r.ContentLength <= 0 {
-			n = -1 // chunked
-		}
-		req.SetBodyStream(r.Body, n)
-	}
+	c := &h1Call{r: r, host: host, mem: mem}
 
 	// The call's context ends it (its deadline or its client leaving: the
 	// connection is cut, exchange); the connection's own deadline, a
@@ -128,7 +107,7 @@ func (t *h1) roundTrip(r *http.Request, addr string, mem []byte, readOnly bool) 
 			fasthttp.ReleaseResponse(res)
 			return nil, err
 		}
-		reused, wrote, err := t.exchange(ctx, req, res, deadline)
+		reused, wrote, err := t.exchange(ctx, c, res, deadline)
 		if err == nil {
 			break
 		}
@@ -140,7 +119,7 @@ func (t *h1) roundTrip(r *http.Request, addr string, mem []byte, readOnly bool) 
 		// Idempotency-Key is no reason (http.Transport takes it for one):
 		// the backend does not deduplicate, and the edge's idempotency
 		// step would see no second call.
-		if reused && attempt == 0 && (mem != nil || r.Body == nil || r.Body == http.NoBody) && closedBeforeAnswer(err) &&
+		if reused && attempt == 0 && (mem != nil || noBody(r)) && closedBeforeAnswer(err) &&
 			(!wrote || readOnly) {
 			continue
 		}
@@ -156,7 +135,7 @@ func (t *h1) roundTrip(r *http.Request, addr string, mem []byte, readOnly bool) 
 // exchange writes req on a pooled connection and reads its answer,
 // closing the connection if ctx ends first. reused tells whether the
 // connection had served calls before, wrote whether the call left whole.
-func (t *h1) exchange(ctx context.Context, req *fasthttp.Request, res *fasthttp.Response, deadline time.Time) (reused, wrote bool, err error) {
+func (t *h1) exchange(ctx context.Context, c *h1Call, res *fasthttp.Response, deadline time.Time) (reused, wrote bool, err error) {
 	// A pooled connection idle for a while is checked first: the backend
 	// may have closed it meanwhile (its idle timeout).
 	cc, err := t.hc.AcquireConn(time.Until(deadline), false)
@@ -180,7 +159,7 @@ func (t *h1) exchange(ctx context.Context, req *fasthttp.Request, res *fasthttp.
 	var cut cutOnce
 	stop := context.AfterFunc(ctx, func() { cut.do(conn) })
 	bw := t.hc.AcquireWriter(conn)
-	err = req.Write(bw)
+	err = c.write(bw)
 	if err == nil {
 		err = bw.Flush()
 	}
@@ -346,4 +325,115 @@ func (b *answerBody) Close() error {
 		fasthttp.ReleaseResponse(b.res)
 	})
 	return nil
+}
+
+// h1Call is a call as h1 writes it: r's method, target, header and body
+// (mem when read already), for Host host.
+type h1Call struct {
+	r    *http.Request
+	host string
+	mem  []byte
+}
+
+// noBody reports a request without a body.
+func noBody(r *http.Request) bool { return r.Body == nil || r.Body == http.NoBody }
+
+// errShortBody is a request body that ended before its Content-Length.
+var errShortBody = errors.New("the request's body ended before its Content-Length")
+
+// write writes the call to a backend's connection: its request line, Host,
+// its header less hopHeaders, and its body, with its length, or chunked when
+// the length is unknown. The header goes from r's map straight to the
+// connection's buffer, with no copy in between; a value or name holding a
+// line break (none that net/http read can, but the edge sets some itself)
+// has it replaced by a space, so that nothing can add a header or a call.
+func (c *h1Call) write(bw *bufio.Writer) error {
+	r := c.r
+	bw.WriteString(r.Method)
+	bw.WriteByte(' ')
+	bw.WriteString(r.URL.RequestURI())
+	bw.WriteString(" HTTP/1.1\r\nHost: ")
+	writeSafe(bw, c.host)
+	bw.WriteString("\r\n")
+	for k, vs := range r.Header {
+		if hopHeaders[k] || len(vs) == 0 {
+			continue
+		}
+		if k == "Cookie" && len(vs) > 1 {
+			// One Cookie line (RFC 6265 5.4), as HTTP/2 clients' split
+			// cookies are joined for HTTP/1.1 (RFC 9113 8.2.3).
+			writeField(bw, k, strings.Join(vs, "; "))
+			continue
+		}
+		for _, v := range vs {
+			writeField(bw, k, v)
+		}
+	}
+	var body io.Reader
+	switch {
+	case c.mem != nil:
+		writeLength(bw, int64(len(c.mem)))
+	case !noBody(r):
+		body = r.Body
+		if r.ContentLength > 0 {
+			writeLength(bw, r.ContentLength)
+		} else {
+			bw.WriteString("Transfer-Encoding: chunked\r\n")
+		}
+	case r.Method != http.MethodGet && r.Method != http.MethodHead:
+		writeLength(bw, 0) // a POST says it has no body
+	}
+	_, err := bw.WriteString("\r\n")
+	switch {
+	case err != nil:
+	case c.mem != nil:
+		_, err = bw.Write(c.mem)
+	case body == nil:
+	case r.ContentLength > 0:
+		var n int64
+		n, err = io.CopyN(bw, body, r.ContentLength)
+		if err == io.EOF || (err == nil && n < r.ContentLength) {
+			err = errShortBody
+		}
+	default:
+		cw := httputil.NewChunkedWriter(bw)
+		if _, err = io.Copy(cw, body); err == nil {
+			err = cw.Close() // the last chunk
+		}
+		if err == nil {
+			_, err = bw.WriteString("\r\n") // and no trailers
+		}
+	}
+	return err
+}
+
+// writeLength writes a Content-Length field.
+func writeLength(bw *bufio.Writer, n int64) {
+	var b [32]byte
+	bw.WriteString("Content-Length: ")
+	bw.Write(strconv.AppendInt(b[:0], n, 10))
+	bw.WriteString("\r\n")
+}
+
+// writeField writes one header field.
+func writeField(bw *bufio.Writer, k, v string) {
+	writeSafe(bw, k)
+	bw.WriteString(": ")
+	writeSafe(bw, v)
+	bw.WriteString("\r\n")
+}
+
+// writeSafe writes s with each CR and LF in it replaced by a space.
+func writeSafe(bw *bufio.Writer, s string) {
+	if strings.IndexByte(s, '\n') < 0 && strings.IndexByte(s, '\r') < 0 {
+		bw.WriteString(s)
+		return
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == '\r' || c == '\n' {
+			c = ' '
+		}
+		bw.WriteByte(c)
+	}
 }
