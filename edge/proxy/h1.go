@@ -409,9 +409,8 @@ func (c *h1Call) write(bw *bufio.Writer) error {
 
 // writeLength writes a Content-Length field.
 func writeLength(bw *bufio.Writer, n int64) {
-	var b [32]byte
 	bw.WriteString("Content-Length: ")
-	bw.Write(strconv.AppendInt(b[:0], n, 10))
+	bw.Write(strconv.AppendInt(bw.AvailableBuffer(), n, 10))
 	bw.WriteString("\r\n")
 }
 
