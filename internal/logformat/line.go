@@ -166,13 +166,20 @@ func appendRFC3339Millis(b []byte, t time.Time) []byte {
 
 // needsQuoting is slog's text rule: empty, or any byte JSON would escape
 // (a backslash aside), a space, '=', or a rune not printable. ASCII is
-// decided a byte at a time without a table (most lines are ASCII); from
-// the first byte that is not, slog's own loop goes on.
+// decided eight bytes at a time, then a byte at a time without a table
+// (most lines are ASCII); from the first byte that is not, slog's own loop
+// goes on.
 func needsQuoting(s string) bool {
 	if len(s) == 0 {
 		return true
 	}
-	for i := 0; i < len(s); i++ {
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		if !plainWord(s[i : i+8]) {
+			break
+		}
+	}
+	for ; i < len(s); i++ {
 		switch b := s[i]; {
 		case b <= ' ' || b == '"' || b == '=':
 			return true
@@ -181,6 +188,19 @@ func needsQuoting(s string) bool {
 		}
 	}
 	return false
+}
+
+// plainWord reports that none of w's eight bytes is a control byte, a
+// space, '"', '=' or over 0x7f: each test is exact for "any byte" (a false
+// hit can only follow a true one, in a higher byte).
+func plainWord(w string) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	x := uint64(w[0]) | uint64(w[1])<<8 | uint64(w[2])<<16 | uint64(w[3])<<24 |
+		uint64(w[4])<<32 | uint64(w[5])<<40 | uint64(w[6])<<48 | uint64(w[7])<<56
+	below := (x - ones*0x21) &^ x // a byte under 0x21: a control byte or a space
+	quote := x ^ (ones * '"')
+	equals := x ^ (ones * '=')
+	return (below|(quote-ones)&^quote|(equals-ones)&^equals|x)&highs == 0
 }
 
 func needsQuotingFrom(s string, i int) bool {

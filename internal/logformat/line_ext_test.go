@@ -100,6 +100,24 @@ func FuzzLineIsWhatSlogWrites(f *testing.F) {
 	})
 }
 
+// Every byte value, at every place of strings of 1 to 17 bytes (the text
+// format reads words of 8 bytes, then the bytes left over), is quoted or not
+// exactly as slog quotes it.
+func TestEveryByteAnywhereIsQuotedAsSlogQuotesIt(t *testing.T) {
+	at := time.Date(2026, 11, 28, 9, 0, 0, 0, time.UTC)
+	for n := 1; n <= 17; n++ {
+		for pos := 0; pos < n; pos++ {
+			for c := 0; c < 256; c++ {
+				b := []byte(strings.Repeat("a", n))
+				b[pos] = byte(c)
+				if got, want := lineAndSlog(t, "text", at, slog.LevelInfo, "call", string(b), 1, 1); got != want {
+					t.Fatalf("byte %#x at %d of %d:\nLine: %s\nslog: %s", c, pos, n, got, want)
+				}
+			}
+		}
+	}
+}
+
 // Line writes nothing below the logger's level.
 func TestLineBelowTheLevelIsNotWritten(t *testing.T) {
 	var out bytes.Buffer
