@@ -65,17 +65,17 @@ func newH1(addr string, dialTimeout time.Duration) *h1 {
 // closeIdle closes the idle connections.
 func (t *h1) closeIdle() { t.hc.CloseIdleConnections() }
 
-// hopHeaders are the headers roundTrip does not copy: the hop-by-hop ones
+// notWritten reports the headers h1 does not copy: the hop-by-hop ones
 // (httputil.ReverseProxy and serveWhole have removed them already; a direct
 // caller may not have), Expect (the whole body goes at once, so nothing
-// waits for 100 Continue), and those fasthttp sets itself.
-var hopHeaders = func() map[string]bool {
-	m := map[string]bool{"Expect": true, "Content-Length": true, "Host": true}
-	for _, h := range hopByHop {
-		m[h] = true
+// waits for 100 Continue), and those the call's framing sets.
+func notWritten(k string) bool {
+	switch k {
+	case "Expect", "Content-Length", "Host":
+		return true
 	}
-	return m
-}()
+	return isHopByHop(k)
+}
 
 // roundTrip sends r to the backend at addr (its Host when r has none). r's
 // body is mem when mem is not nil: it can then be sent again on a fresh
@@ -342,7 +342,7 @@ func noBody(r *http.Request) bool { return r.Body == nil || r.Body == http.NoBod
 var errShortBody = errors.New("the request's body ended before its Content-Length")
 
 // write writes the call to a backend's connection: its request line, Host,
-// its header less hopHeaders, and its body, with its length, or chunked when
+// its header less what notWritten names, and its body, with its length, or chunked when
 // the length is unknown. The header goes from r's map straight to the
 // connection's buffer, with no copy in between; a value or name holding a
 // line break (none that net/http read can, but the edge sets some itself)
@@ -356,7 +356,7 @@ func (c *h1Call) write(bw *bufio.Writer) error {
 	writeSafe(bw, c.host)
 	bw.WriteString("\r\n")
 	for k, vs := range r.Header {
-		if hopHeaders[k] || len(vs) == 0 {
+		if notWritten(k) || len(vs) == 0 {
 			continue
 		}
 		if k == "Cookie" && len(vs) > 1 {

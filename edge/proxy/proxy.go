@@ -280,17 +280,29 @@ func (f flushWriter) Write(b []byte) (int, error) {
 var hopByHop = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
 	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
 
-// dropped are the request headers never forwarded as the client sent them.
-var dropped = func() map[string]bool {
-	m := map[string]bool{"Forwarded": true, "X-Forwarded-For": true, "X-Forwarded-Host": true, "X-Forwarded-Proto": true}
-	for _, h := range hopByHop {
-		m[h] = true
+// isHopByHop reports a name in hopByHop, and dropped one of the request
+// headers never forwarded as the client sent them: those, the edge's
+// internal ones and Forwarded and X-Forwarded-*, which the proxy sets
+// itself. A switch, not a map: a map of more than 8 names hashes each
+// name it is asked for. TestHeaderSwitchesAgreeWithTheirLists holds the
+// switches to hopByHop and internalHeaders.
+func isHopByHop(k string) bool {
+	switch k {
+	case "Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+		"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade":
+		return true
 	}
-	for _, h := range internalHeaders {
-		m[h] = true
+	return false
+}
+
+func dropped(k string) bool {
+	switch k {
+	case "Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto",
+		"Idempotent-Replayed", "X-Edge-Subject", "X-Edge-Plan":
+		return true
 	}
-	return m
-}()
+	return isHopByHop(k)
+}
 
 // outgoingAdded is how many keys the forwarded header may have beyond the
 // call's own: X-Forwarded-For, -Host and -Proto, Via and the timeout.
@@ -300,7 +312,7 @@ const outgoingAdded = 5
 func outgoingHeader(r *http.Request) http.Header {
 	h := make(http.Header, len(r.Header)+outgoingAdded)
 	for k, vs := range r.Header {
-		if !dropped[k] {
+		if !dropped(k) {
 			h[k] = vs
 		}
 	}
