@@ -8,6 +8,7 @@ import (
 
 	"github.com/orgedge/edge/edge/call"
 	"github.com/orgedge/edge/edge/observe"
+	"github.com/orgedge/edge/edge/proxy"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -18,6 +19,13 @@ type upstreamTransport struct {
 	next    http.RoundTripper
 	tracing observe.Tracing
 	metrics *observe.Metrics
+}
+
+// ForwardsHeader says whether the transport it wraps forwards a call's
+// header itself (proxy.HeaderForwarder): this one keeps the call's context.
+func (t *upstreamTransport) ForwardsHeader() bool {
+	hf, ok := t.next.(proxy.HeaderForwarder)
+	return ok && hf.ForwardsHeader()
 }
 
 func (t *upstreamTransport) RoundTrip(req *http.Request) (*http.Response, error) {

@@ -342,11 +342,13 @@ func noBody(r *http.Request) bool { return r.Body == nil || r.Body == http.NoBod
 var errShortBody = errors.New("the request's body ended before its Content-Length")
 
 // write writes the call to a backend's connection: its request line, Host,
-// its header less what notWritten names, and its body, with its length, or chunked when
-// the length is unknown. The header goes from r's map straight to the
-// connection's buffer, with no copy in between; a value or name holding a
-// line break (none that net/http read can, but the edge sets some itself)
-// has it replaced by a space, so that nothing can add a header or a call.
+// its header (the forwarded one, see forwarded.fields, for a call that
+// came through a Proxy) less what notWritten names, and its body, with its
+// length, or chunked when the length is unknown. The header goes from r's
+// map straight to the connection's buffer, with no copy in between; a
+// value or name holding a line break (none that net/http read can, but
+// the edge sets some itself) has it replaced by a space, so that nothing
+// can add a header or a call.
 func (c *h1Call) write(bw *bufio.Writer) error {
 	r := c.r
 	bw.WriteString(r.Method)
@@ -355,18 +357,24 @@ func (c *h1Call) write(bw *bufio.Writer) error {
 	bw.WriteString(" HTTP/1.1\r\nHost: ")
 	writeSafe(bw, c.host)
 	bw.WriteString("\r\n")
-	for k, vs := range r.Header {
-		if notWritten(k) || len(vs) == 0 {
-			continue
-		}
-		if k == "Cookie" && len(vs) > 1 {
+	field := func(k string, vs []string) {
+		switch {
+		case notWritten(k) || len(vs) == 0:
+		case k == "Cookie" && len(vs) > 1:
 			// One Cookie line (RFC 6265 5.4), as HTTP/2 clients' split
 			// cookies are joined for HTTP/1.1 (RFC 9113 8.2.3).
 			writeField(bw, k, strings.Join(vs, "; "))
-			continue
+		default:
+			for _, v := range vs {
+				writeField(bw, k, v)
+			}
 		}
-		for _, v := range vs {
-			writeField(bw, k, v)
+	}
+	if f := forwardedOf(r); f != nil {
+		f.fields(r.Header, field)
+	} else {
+		for k, vs := range r.Header {
+			field(k, vs)
 		}
 	}
 	var body io.Reader

@@ -221,6 +221,10 @@ func (e *endpoint) isEjected(now int64) bool { return e.ejected.Load() > now }
 // passing its health checks.
 func (e *endpoint) available(now int64) bool { return !e.isEjected(now) && !e.health.unhealthy.Load() }
 
+// ForwardsHeader says that the pool forwards a call's header itself (see
+// HeaderForwarder).
+func (p *Pool) ForwardsHeader() bool { return true }
+
 // RoundTrip sends req to one backend; if the backend refuses the
 // connection (nothing was sent), to another one.
 func (p *Pool) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -245,9 +249,10 @@ func (p *Pool) RoundTrip(req *http.Request) (*http.Response, error) {
 		body = &retryableBody{ReadCloser: req.Body}
 	}
 	// The HTTP/1.1 leg takes the backend's address beside the request, and
-	// the body in mem: req goes as it is. A request for the HTTP/2 leg, or
-	// with a body read as it is sent, is a copy with the backend's URL and
-	// that body.
+	// the body in mem: req goes as it is (it writes the forwarded header
+	// itself). A request for the HTTP/2 leg, or with a body read as it is
+	// sent, is a copy with the backend's URL and that body, and for the
+	// HTTP/2 leg the forwarded header.
 	out := req
 	if h2 || body != nil {
 		out = new(http.Request)
@@ -256,6 +261,9 @@ func (p *Pool) RoundTrip(req *http.Request) (*http.Response, error) {
 		out.URL = &u
 		if body != nil {
 			out.Body = body
+		}
+		if f := forwardedOf(req); h2 && f != nil {
+			out.Header = f.header(req.Header) // http2's transport writes a map
 		}
 	}
 	var tried []*endpoint

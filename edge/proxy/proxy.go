@@ -7,7 +7,7 @@
 // calls over every backend and decides which leg a call takes.
 //
 // There is one forwarding path (Proxy.ServeHTTP) and one header hygiene
-// (outgoingHeader, removeHopByHop) for every call; the edge supplies the
+// (forwarded.fields, removeHopByHop) for every call; the edge supplies the
 // hooks: how to read or rewrite an answer, how to answer errors.
 package proxy
 
@@ -15,7 +15,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"net/textproto"
 	"net/url"
@@ -64,6 +63,7 @@ type Proxy struct {
 	modifyResponse func(*http.Response) error
 	errorHandler   func(http.ResponseWriter, *http.Request, error)
 	via            via
+	forwardsHeader bool // the transport is a HeaderForwarder that says so
 }
 
 // New returns the reverse proxy.
@@ -79,8 +79,10 @@ func New(o Options) *Proxy {
 	if errorHandler == nil {
 		errorHandler = func(w http.ResponseWriter, _ *http.Request, _ error) { w.WriteHeader(http.StatusBadGateway) }
 	}
+	hf, ok := o.Transport.(HeaderForwarder)
 	return &Proxy{upstream: *o.Upstream, transport: o.Transport, isStream: isStream,
-		modifyResponse: o.ModifyResponse, errorHandler: errorHandler, via: newVia(o.Pseudonym)}
+		modifyResponse: o.ModifyResponse, errorHandler: errorHandler, via: newVia(o.Pseudonym),
+		forwardsHeader: ok && hf.ForwardsHeader()}
 }
 
 // ServeHTTP forwards one call, whatever its protocol: what
@@ -111,8 +113,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 //
 //go:noinline
 func (p *Proxy) send(w http.ResponseWriter, r *http.Request) (*http.Response, int) {
-	out := new(http.Request)
-	*out = *r
+	out := p.forward(r)
 	u := *r.URL
 	u.Scheme, u.Host = p.upstream.Scheme, p.upstream.Host
 	if strings.Contains(u.RawQuery, ";") {
@@ -123,9 +124,6 @@ func (p *Proxy) send(w http.ResponseWriter, r *http.Request) (*http.Response, in
 	if r.ContentLength == 0 {
 		out.Body = nil
 	}
-	out.Header = outgoingHeader(r)
-	p.via.add(out.Header, r)
-	forwardTimeout(r.Context(), out.Header)
 
 	res, err := p.transport.RoundTrip(out)
 	if err != nil {
@@ -304,50 +302,6 @@ func dropped(k string) bool {
 	return isHopByHop(k)
 }
 
-// outgoingAdded is how many keys the forwarded header may have beyond the
-// call's own: X-Forwarded-For, -Host and -Proto, Via and the timeout.
-const outgoingAdded = 5
-
-// outgoingHeader is the header of r's forwarded call.
-func outgoingHeader(r *http.Request) http.Header {
-	h := make(http.Header, len(r.Header)+outgoingAdded)
-	for k, vs := range r.Header {
-		if !dropped(k) {
-			h[k] = vs
-		}
-	}
-	for _, c := range r.Header["Connection"] { // and the headers it names
-		for _, name := range strings.Split(c, ",") {
-			if name = textproto.TrimString(name); name != "" {
-				delete(h, http.CanonicalHeaderKey(name))
-			}
-		}
-	}
-	// gRPC asks for trailers with "Te: trailers"; it is the one value of a
-	// hop-by-hop header that goes on (as httputil.ReverseProxy does).
-	for _, te := range r.Header["Te"] {
-		if strings.Contains(strings.ToLower(te), "trailers") {
-			h["Te"] = []string{"trailers"}
-			break
-		}
-	}
-	// The three values share one array (one allocation, not three); each
-	// header's slice is a window of it with no room to grow into the next.
-	fwd := make([]string, 3)
-	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
-		fwd[0] = ip
-		h["X-Forwarded-For"] = fwd[0:1:1]
-	}
-	fwd[1] = r.Host
-	h["X-Forwarded-Host"] = fwd[1:2:2]
-	fwd[2] = "http"
-	if r.TLS != nil {
-		fwd[2] = "https"
-	}
-	h["X-Forwarded-Proto"] = fwd[2:3:3]
-	return h
-}
-
 // removeHopByHop removes an answer's hop-by-hop headers.
 func removeHopByHop(h http.Header) {
 	for _, c := range h["Connection"] {
@@ -427,33 +381,6 @@ type callDeadline struct {
 // backend ends the call in the caller's protocol when time runs out.
 func WithDeadline(ctx context.Context, c wire.Call, deadline time.Time) context.Context {
 	return context.WithValue(ctx, deadlineKey{}, callDeadline{at: deadline, grpc: grpcTimeout(c)})
-}
-
-// forwardTimeout sets, in the forwarded header h, the timeout header of the
-// call's protocol to what is left of its deadline. Set on the forwarded
-// copy, not on the call's own header: one more key there could grow the
-// call's header map, which an open stream keeps for its life.
-func forwardTimeout(ctx context.Context, h http.Header) {
-	d, ok := ctx.Value(deadlineKey{}).(callDeadline)
-	if !ok {
-		return
-	}
-	ms := strconv.FormatInt(max64(time.Until(d.at).Milliseconds(), 1), 10)
-	// The other protocol's header, when the client sent it too, says the
-	// same: the backend may read either.
-	if _, sent := h["Grpc-Timeout"]; d.grpc || sent {
-		h["Grpc-Timeout"] = []string{ms + "m"}
-	}
-	if _, sent := h["Connect-Timeout-Ms"]; !d.grpc || sent {
-		h["Connect-Timeout-Ms"] = []string{ms}
-	}
-}
-
-func max64(a, b int64) int64 {
-	if a > b {
-		return a
-	}
-	return b
 }
 
 // parseGRPCTimeout reads "<1-8 digits><unit>" with unit one of H M S m u n.

@@ -51,19 +51,10 @@ func newVia(pseudonym string) via {
 	return via{h1: []string{"1.1 " + pseudonym}, h2: []string{"2 " + pseudonym}}
 }
 
-// add appends the entry for r's protocol to h's Via, which holds the
-// client's entries (in a slice h shares with r.Header: it is copied).
-func (v via) add(h http.Header, r *http.Request) {
-	e := v.h1
+// entry returns the Via entry for r's protocol (nil: none).
+func (v via) entry(r *http.Request) []string {
 	if r.ProtoMajor == 2 {
-		e = v.h2
+		return v.h2
 	}
-	if e == nil {
-		return
-	}
-	if vs := h["Via"]; len(vs) > 0 {
-		h["Via"] = append(vs[:len(vs):len(vs)], e[0])
-		return
-	}
-	h["Via"] = e
+	return v.h1
 }
