@@ -350,23 +350,24 @@ var errShortBody = errors.New("the request's body ended before its Content-Lengt
 // the edge sets some itself) has it replaced by a space, so that nothing
 // can add a header or a call.
 func (c *h1Call) write(bw *bufio.Writer) error {
+	// The head is appended in the buffer's free space (one copy of each
+	// name and value, into the buffer itself, when it fits) and written at
+	// once.
 	r := c.r
-	bw.WriteString(r.Method)
-	bw.WriteByte(' ')
-	bw.WriteString(r.URL.RequestURI())
-	bw.WriteString(" HTTP/1.1\r\nHost: ")
-	writeSafe(bw, c.host)
-	bw.WriteString("\r\n")
+	b := bw.AvailableBuffer()
+	b = append(append(append(b, r.Method...), ' '), r.URL.RequestURI()...)
+	b = appendSafe(append(b, " HTTP/1.1\r\nHost: "...), c.host)
+	b = append(b, "\r\n"...)
 	field := func(k string, vs []string) {
 		switch {
 		case notWritten(k) || len(vs) == 0:
 		case k == "Cookie" && len(vs) > 1:
 			// One Cookie line (RFC 6265 5.4), as HTTP/2 clients' split
 			// cookies are joined for HTTP/1.1 (RFC 9113 8.2.3).
-			writeField(bw, k, strings.Join(vs, "; "))
+			b = appendField(b, k, strings.Join(vs, "; "))
 		default:
 			for _, v := range vs {
-				writeField(bw, k, v)
+				b = appendField(b, k, v)
 			}
 		}
 	}
@@ -380,18 +381,18 @@ func (c *h1Call) write(bw *bufio.Writer) error {
 	var body io.Reader
 	switch {
 	case c.mem != nil:
-		writeLength(bw, int64(len(c.mem)))
+		b = appendLength(b, int64(len(c.mem)))
 	case !noBody(r):
 		body = r.Body
 		if r.ContentLength > 0 {
-			writeLength(bw, r.ContentLength)
+			b = appendLength(b, r.ContentLength)
 		} else {
-			bw.WriteString("Transfer-Encoding: chunked\r\n")
+			b = append(b, "Transfer-Encoding: chunked\r\n"...)
 		}
 	case r.Method != http.MethodGet && r.Method != http.MethodHead:
-		writeLength(bw, 0) // a POST says it has no body
+		b = appendLength(b, 0) // a POST says it has no body
 	}
-	_, err := bw.WriteString("\r\n")
+	_, err := bw.Write(append(b, "\r\n"...))
 	switch {
 	case err != nil:
 	case c.mem != nil:
@@ -415,32 +416,28 @@ func (c *h1Call) write(bw *bufio.Writer) error {
 	return err
 }
 
-// writeLength writes a Content-Length field.
-func writeLength(bw *bufio.Writer, n int64) {
-	bw.WriteString("Content-Length: ")
-	bw.Write(strconv.AppendInt(bw.AvailableBuffer(), n, 10))
-	bw.WriteString("\r\n")
+// appendLength appends a Content-Length field.
+func appendLength(b []byte, n int64) []byte {
+	return append(strconv.AppendInt(append(b, "Content-Length: "...), n, 10), "\r\n"...)
 }
 
-// writeField writes one header field.
-func writeField(bw *bufio.Writer, k, v string) {
-	writeSafe(bw, k)
-	bw.WriteString(": ")
-	writeSafe(bw, v)
-	bw.WriteString("\r\n")
+// appendField appends one header field.
+func appendField(b []byte, k, v string) []byte {
+	b = append(appendSafe(b, k), ": "...)
+	return append(appendSafe(b, v), "\r\n"...)
 }
 
-// writeSafe writes s with each CR and LF in it replaced by a space.
-func writeSafe(bw *bufio.Writer, s string) {
+// appendSafe appends s with each CR and LF in it replaced by a space.
+func appendSafe(b []byte, s string) []byte {
+	n := len(b)
+	b = append(b, s...)
 	if strings.IndexByte(s, '\n') < 0 && strings.IndexByte(s, '\r') < 0 {
-		bw.WriteString(s)
-		return
+		return b
 	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c == '\r' || c == '\n' {
-			c = ' '
+	for i := n; i < len(b); i++ {
+		if b[i] == '\r' || b[i] == '\n' {
+			b[i] = ' '
 		}
-		bw.WriteByte(c)
 	}
+	return b
 }
