@@ -29,8 +29,10 @@ import (
 // Options configures a proxy.
 type Options struct {
 	Upstream *url.URL // http://host:port; the pool picks the backend
-	// Transport sends the calls (a Pool, perhaps wrapped). Default: a Pool
-	// on Upstream alone, with h2c for gRPC.
+	// Transport sends the calls (a Pool, perhaps wrapped: a wrapper that
+	// keeps the call's context says so as a HeaderForwarder, and the pool
+	// then forwards the header itself). Default: a Pool on Upstream alone,
+	// with h2c for gRPC.
 	Transport http.RoundTripper
 	// DialTimeout bounds connecting to the backend, for the default
 	// Transport.
