@@ -2,9 +2,10 @@
 // protocol: bodies stream through, trailers arrive intact, hop-by-hop
 // headers stay behind. gRPC calls and streams go over cleartext HTTP/2 (gRPC
 // needs trailers; a stream needs each message flushed at once); every other
-// call goes over pooled HTTP/1.1 connections (fasthttp's pool and codec,
-// h1.go), which cost the backend and the edge less. A Pool spreads the
-// calls over every backend and decides which leg a call takes.
+// call goes over pooled HTTP/1.1 connections (fasthttp's pool and answer
+// reader, the request written by h1.go), which cost the backend and the
+// edge less. A Pool spreads the calls over every backend and decides which
+// leg a call takes.
 //
 // There is one forwarding path (Proxy.ServeHTTP) and one header hygiene
 // (forwarded.fields, removeHopByHop) for every call; the edge supplies the
