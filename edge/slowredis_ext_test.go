@@ -124,7 +124,12 @@ func TestProductionRedisDeadlineUnderInjectedLatencyAndLoad(t *testing.T) {
 
 			redis.Delay(0)
 			c := testkit.NewClients(e.URL, testkit.ConnectProto, tok)
-			deadline := time.Now().Add(30 * time.Second)
+			// What is pinned is that the breaker closes, not how soon: a
+			// probe has the production 50 ms, which the shared Redis of a
+			// whole suite beside a CPU hog can miss for tens of seconds (it
+			// did, once in nine such runs, with a 30 s wait). The loop ends
+			// at the first probe that succeeds.
+			deadline := time.Now().Add(2 * time.Minute)
 			for {
 				_, err := c.Org.ListOrganizations(ctxT(t), req(&svcv1.ListOrganizationsRequest{}))
 				m := testkit.Scrape(t, metrics)
