@@ -53,15 +53,7 @@ func TestForwardedHeaderIsTheSameOnEveryLeg(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p := proxy.New(proxy.Options{Upstream: u, Transport: c.transport, Pseudonym: pseudonym})
-			r := httptest.NewRequest("POST", "http://api.example.com/svc.v1.OrganizationService/GetOrganization", strings.NewReader("{}"))
-			r.RemoteAddr = "192.0.2.7:4321"
-			r.Header.Set("Content-Type", c.contentType)
-			r.Header.Set("Connection", "X-Secret, keep-alive")
-			r.Header.Set("X-Secret", "s")
-			r.Header.Set("Keep-Alive", "timeout=5")
-			r.Header.Set("X-Edge-Subject", "forged")
-			r.Header.Set("X-Forwarded-For", "203.0.113.1")
-			r.Header.Set("Forwarded", "for=203.0.113.1")
+			r := hostileCall("http://api.example.com/svc.v1.OrganizationService/GetOrganization", c.contentType)
 			r.Header.Set("Via", "1.0 corporate-proxy")
 			r.Header.Set(c.timeout, c.client)
 			r.Header.Set("X-Tenant", "tenant-a")
@@ -99,4 +91,22 @@ func TestForwardedHeaderIsTheSameOnEveryLeg(t *testing.T) {
 			}
 		})
 	}
+}
+
+// hostileCall is a call from 192.0.2.7 whose header holds what must not
+// reach the backend as it is: a Connection header naming X-Secret, a
+// hop-by-hop header, the edge's internal X-Edge-Subject, and the client's
+// own X-Forwarded-For and Forwarded; and X-Tenant, which must.
+func hostileCall(target, contentType string) *http.Request {
+	r := httptest.NewRequest("POST", target, strings.NewReader("{}"))
+	r.RemoteAddr = "192.0.2.7:4321"
+	r.Header.Set("Content-Type", contentType)
+	r.Header.Set("Connection", "X-Secret, keep-alive")
+	r.Header.Set("X-Secret", "s")
+	r.Header.Set("Keep-Alive", "timeout=5")
+	r.Header.Set("X-Edge-Subject", "forged")
+	r.Header.Set("X-Forwarded-For", "203.0.113.1")
+	r.Header.Set("Forwarded", "for=203.0.113.1")
+	r.Header.Set("X-Tenant", "tenant-a")
+	return r
 }

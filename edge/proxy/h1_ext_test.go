@@ -362,16 +362,7 @@ func TestWholeAnswerCallsForwardOnlyEndToEndHeaders(t *testing.T) {
 	defer up.Close()
 	u, _ := url.Parse(up.URL)
 	p := proxy.New(proxy.Options{Upstream: u})
-	r := httptest.NewRequest("POST", "http://api.example.com/svc.v1.OrganizationService/GetOrganization?a=1;b=2&c=3", strings.NewReader("{}"))
-	r.RemoteAddr = "192.0.2.7:4321"
-	r.Header.Set("Content-Type", "application/json")
-	r.Header.Set("Connection", "X-Secret, keep-alive")
-	r.Header.Set("X-Secret", "s")
-	r.Header.Set("Keep-Alive", "timeout=5")
-	r.Header.Set("X-Edge-Subject", "forged")
-	r.Header.Set("X-Forwarded-For", "203.0.113.1")
-	r.Header.Set("Forwarded", "for=203.0.113.1")
-	r.Header.Set("X-Tenant", "tenant-a")
+	r := hostileCall("http://api.example.com/svc.v1.OrganizationService/GetOrganization?a=1;b=2&c=3", "application/json")
 	rec := httptest.NewRecorder()
 	p.ServeHTTP(rec, r)
 	in := <-got
