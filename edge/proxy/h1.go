@@ -37,8 +37,9 @@ var errAnswerTooLarge = fmt.Errorf("the backend's answer is over %d bytes", MaxU
 // It is net/http's RoundTripper contract on fasthttp's connection pool and
 // answer reader, the request written by h1Call.write: the call is written
 // and its answer read on the caller's goroutine, with no reader and writer
-// goroutines per connection and no header maps for the wire. Against http.Transport this halves what the
-// edge spends on a unary call's hop to the backend (docs/benchmarks.md).
+// goroutines per connection and no header maps for the wire. Against
+// http.Transport this halves what the edge spends on a unary call's hop to
+// the backend (docs/benchmarks.md).
 // Its own parts are what fasthttp's client leaves out: the call's context
 // (a cancelled call or a passed deadline closes its connection, so the
 // backend sees the call end), and the answer as an *http.Response.
