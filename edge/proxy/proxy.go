@@ -49,10 +49,6 @@ type Options struct {
 	Pseudonym string
 }
 
-// internalHeaders are request headers that only the edge may set; a
-// client's are removed before forwarding.
-var internalHeaders = []string{"Idempotent-Replayed", "X-Edge-Subject", "X-Edge-Plan"}
-
 // MaxStreamBuffer bounds what the proxy buffers of one answer that its
 // client does not read as fast as the backend writes: the backend's HTTP/2
 // flow-control window per stream.
@@ -281,12 +277,9 @@ func (f flushWriter) Write(b []byte) (int, error) {
 var hopByHop = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
 	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
 
-// isHopByHop reports a name in hopByHop, and dropped one of the request
-// headers never forwarded as the client sent them: those, the edge's
-// internal ones and Forwarded and X-Forwarded-*, which the proxy sets
-// itself. A switch, not a map: a map of more than 8 names hashes each
-// name it is asked for. TestHeaderSwitchesAgreeWithTheirLists holds the
-// switches to hopByHop and internalHeaders.
+// isHopByHop reports a name in hopByHop. A switch, not a map: a map of
+// more than 8 names hashes each name it is asked for.
+// TestHeaderSwitchesAgreeWithTheirLists holds it to hopByHop.
 func isHopByHop(k string) bool {
 	switch k {
 	case "Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
@@ -296,6 +289,10 @@ func isHopByHop(k string) bool {
 	return false
 }
 
+// dropped reports a request header never forwarded as the client sent
+// it: a hop-by-hop one, Forwarded and X-Forwarded-* (the proxy sets them
+// from what it saw), and the headers only the edge may set
+// (Idempotent-Replayed, X-Edge-Subject, X-Edge-Plan).
 func dropped(k string) bool {
 	switch k {
 	case "Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto",
