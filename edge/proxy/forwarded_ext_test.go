@@ -24,15 +24,10 @@ import (
 // client's; and says in the timeout header what is left of the deadline.
 func TestForwardedHeaderIsTheSameOnEveryLeg(t *testing.T) {
 	seen := make(chan *http.Request, 1)
-	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	up := h2cServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		seen <- r
 		_, _ = w.Write([]byte("{}"))
 	}))
-	up.Config.Protocols = new(http.Protocols)
-	up.Config.Protocols.SetHTTP1(true)
-	up.Config.Protocols.SetUnencryptedHTTP2(true)
-	up.Start()
-	defer up.Close()
 	u, _ := url.Parse(up.URL)
 	pseudonym := proxy.NewPseudonym()
 	pool := proxy.NewPool(proxy.PoolOptions{Upstreams: []*url.URL{u}, DialTimeout: 2 * time.Second, HTTP2: proxy.IsGRPC})

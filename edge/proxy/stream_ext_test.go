@@ -19,7 +19,8 @@ import (
 func TestEachStreamMessageReachesTheClientBeforeTheNextIsSent(t *testing.T) {
 	sizes := []int{1, 255, 256, 257, 512, 2047, 2048, 2049, 2304, 5000, 64 << 10}
 	received := make(chan struct{})
-	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	// Over cleartext HTTP/2, as the edge forwards streams.
+	up := h2cServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		for i, n := range sizes {
 			_, _ = w.Write(bytes.Repeat([]byte{byte('a' + i)}, n))
 			w.(http.Flusher).Flush()
@@ -30,12 +31,6 @@ func TestEachStreamMessageReachesTheClientBeforeTheNextIsSent(t *testing.T) {
 			}
 		}
 	}))
-	// Over cleartext HTTP/2, as the edge forwards streams.
-	up.Config.Protocols = new(http.Protocols)
-	up.Config.Protocols.SetHTTP1(true)
-	up.Config.Protocols.SetUnencryptedHTTP2(true)
-	up.Start()
-	defer up.Close()
 	u, err := url.Parse(up.URL)
 	if err != nil {
 		t.Fatal(err)
@@ -70,4 +65,17 @@ func TestEachStreamMessageReachesTheClientBeforeTheNextIsSent(t *testing.T) {
 	if rest, err := io.ReadAll(res.Body); err != nil || len(rest) != 0 {
 		t.Fatalf("after the last message: %d bytes more, %v; want the end", len(rest), err)
 	}
+}
+
+// h2cServer starts a backend that speaks HTTP/1.1 and cleartext HTTP/2,
+// closed when the test ends.
+func h2cServer(t *testing.T, h http.Handler) *httptest.Server {
+	t.Helper()
+	up := httptest.NewUnstartedServer(h)
+	up.Config.Protocols = new(http.Protocols)
+	up.Config.Protocols.SetHTTP1(true)
+	up.Config.Protocols.SetUnencryptedHTTP2(true)
+	up.Start()
+	t.Cleanup(up.Close)
+	return up
 }
