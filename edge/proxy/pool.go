@@ -262,8 +262,10 @@ func (p *Pool) RoundTrip(req *http.Request) (*http.Response, error) {
 		if body != nil {
 			out.Body = body
 		}
-		if f := forwardedOf(req); h2 && f != nil {
-			out.Header = f.header(req.Header) // http2's transport writes a map
+		if h2 {
+			if f := forwardedOf(req); f != nil {
+				out.Header = f.header(req.Header) // http2's transport writes a map
+			}
 		}
 	}
 	var tried []*endpoint
