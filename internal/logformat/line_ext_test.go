@@ -172,3 +172,31 @@ func TestLinesAndSlogLinesDoNotInterleave(t *testing.T) {
 		}
 	}
 }
+
+// A duration in milliseconds to the microsecond (float64(µs)/1000, what
+// the access line's duration_ms and held_ms are) is written as slog writes
+// it, in both formats: every value up to 20 ms, the edges of the
+// notations (1e6 ms and more is an exponent in text), and values spread
+// up to a thousand years.
+func TestMillisecondsAreWrittenAsSlogWritesThem(t *testing.T) {
+	at := time.Date(2026, 12, 6, 9, 0, 0, 0, time.UTC)
+	var us []int64
+	for n := int64(0); n <= 20_000; n++ {
+		us = append(us, n)
+	}
+	for _, edge := range []int64{999_999_999, 1_000_000_000, 1_000_000_001, 1<<43 - 1, 1 << 43, 1<<53 - 1, 1 << 53, 1<<53 + 1} {
+		us = append(us, edge-1000, edge-1, edge, edge+1, edge+1000)
+	}
+	for x, i := uint64(1), 0; i < 20_000; i++ {
+		x = x*6364136223846793005 + 1442695040888963407
+		us = append(us, int64(x>>(1+x%40))%(1000*365*24*3600*1_000_000))
+	}
+	for _, format := range []string{"json", "text"} {
+		for _, n := range us {
+			x := float64(n) / 1000
+			if got, want := lineAndSlog(t, format, at, slog.LevelInfo, "call", "ok", 200, x); got != want {
+				t.Fatalf("%s %d µs:\nLine: %s\nslog: %s", format, n, got, want)
+			}
+		}
+	}
+}
