@@ -91,6 +91,10 @@ func (l *Line) Int(key string, value int64) {
 // as encoding/json does. value must be finite (a duration, a ratio).
 func (l *Line) Float(key string, value float64) {
 	b := l.h.appendKey(l.buf, key)
+	if b, ok := appendThousandths(b, value, l.h.json); ok {
+		l.buf = b
+		return
+	}
 	if !l.h.json {
 		l.buf = strconv.AppendFloat(b, value, 'g', -1, 64)
 		return
@@ -107,6 +111,40 @@ func (l *Line) Float(key string, value float64) {
 		b = b[:n-1]
 	}
 	l.buf = b
+}
+
+// appendThousandths writes value, when it is a whole number of thousandths
+// (float64(n)/1000, as a duration in milliseconds to the microsecond is),
+// with integer arithmetic: the digits of n, the point before its last
+// three, trailing zeros dropped. That is what the float formatting writes:
+// below 2^43 thousandths the float's neighbours are far closer than a
+// thousandth, so no shorter decimal denotes it. Outside the plain notation
+// (text writes 1e+06 and beyond with an exponent), or for any other value,
+// ok is false.
+func appendThousandths(b []byte, value float64, json bool) (_ []byte, ok bool) {
+	limit := 1e9 // text: %g turns to an exponent from 1e6
+	if json {
+		limit = 1 << 43
+	}
+	m := math.Round(value * 1000)
+	if !(m >= 0 && m < limit) {
+		return b, false
+	}
+	n := int64(m)
+	if float64(n)/1000 != value {
+		return b, false
+	}
+	b = strconv.AppendInt(b, n/1000, 10)
+	frac := n % 1000
+	if frac == 0 {
+		return b, true
+	}
+	digits := [4]byte{'.', byte('0' + frac/100), byte('0' + frac/10%10), byte('0' + frac%10)}
+	end := 4
+	for digits[end-1] == '0' {
+		end--
+	}
+	return append(b, digits[:end]...), true
 }
 
 // End writes the line and returns it to the pool; the Line must not be
