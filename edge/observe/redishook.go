@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,6 +22,33 @@ type redisHook struct {
 	duration  *prometheus.HistogramVec
 	errs      *prometheus.CounterVec
 	keyPrefix string
+	// The series of the round trips nearly every call makes, looked up
+	// once: a lookup by label hashes it and locks the vector.
+	evalsha, pipeline *opSeries
+}
+
+// opSeries is one op's duration series, looked up at the op's first round
+// trip (so that /metrics lists an op only once it has been sent, as
+// before).
+type opSeries struct {
+	once sync.Once
+	obs  prometheus.Observer
+}
+
+func (s *opSeries) get(vec *prometheus.HistogramVec, op string) prometheus.Observer {
+	s.once.Do(func() { s.obs = vec.WithLabelValues(op) })
+	return s.obs
+}
+
+// observer is op's duration series.
+func (h redisHook) observer(op string) prometheus.Observer {
+	switch op {
+	case "evalsha":
+		return h.evalsha.get(h.duration, op)
+	case "pipeline":
+		return h.pipeline.get(h.duration, op)
+	}
+	return h.duration.WithLabelValues(op)
 }
 
 // redisBuckets span a round trip on loopback (0.1ms) to the longest
@@ -64,6 +92,7 @@ func NewRedisHook(reg prometheus.Registerer, keyPrefix string) redisHook {
 			Help: "Round trips to Redis that failed, by user (limits, quotas, streams, idempotency, other), op (the command, or pipeline) and kind (timeout: passed its deadline; error: any other failure). Calls the breaker kept from Redis are not round trips.",
 		}, []string{"user", "op", "kind"}),
 		keyPrefix: keyPrefix,
+		evalsha:   &opSeries{}, pipeline: &opSeries{},
 	}
 	for _, user := range []string{redisUserLimits, redisUserQuotas, redisUserStreams, redisUserIdempotency} {
 		for _, kind := range []string{redisErrTimeout, redisErrError} {
@@ -85,7 +114,7 @@ func (h redisHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		if len(op) > maxOpLen {
 			op = "other"
 		}
-		h.duration.WithLabelValues(op).Observe(time.Since(start).Seconds())
+		h.observer(op).Observe(time.Since(start).Seconds())
 		h.failed(ctx, cmd, op, err)
 		return err
 	}
@@ -96,7 +125,7 @@ func (h redisHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 		h.n.Inc()
 		start := time.Now()
 		err := next(ctx, cmds)
-		h.duration.WithLabelValues("pipeline").Observe(time.Since(start).Seconds())
+		h.observer("pipeline").Observe(time.Since(start).Seconds())
 		if len(cmds) > 0 {
 			h.failed(ctx, cmds[0], "pipeline", err)
 		}
