@@ -274,7 +274,11 @@ func toResponse(r *http.Request, res *fasthttp.Response) *http.Response {
 	if !ok {
 		status = strconv.Itoa(code) + " " + http.StatusText(code)
 	}
-	out := &http.Response{
+	// The response and its body in one allocation.
+	a := &struct {
+		out  http.Response
+		body answerBody
+	}{out: http.Response{
 		Status:        status,
 		StatusCode:    code,
 		Proto:         "HTTP/1.1",
@@ -283,11 +287,11 @@ func toResponse(r *http.Request, res *fasthttp.Response) *http.Response {
 		Header:        h,
 		ContentLength: int64(len(body)),
 		Request:       r,
-	}
-	b := &answerBody{res: res}
-	b.Reader.Reset(body)
-	out.Body = b
-	return out
+	}}
+	a.body.res = res
+	a.body.Reader.Reset(body)
+	a.out.Body = &a.body
+	return &a.out
 }
 
 // commonHeaders are the header names of usual answers, so that their keys
