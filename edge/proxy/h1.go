@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -51,7 +52,13 @@ func newH1(addr string, dialTimeout time.Duration) *h1 {
 	dialer := &net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}
 	return &h1{hc: &fasthttp.HostClient{
 		Addr: addr,
-		Dial: func(addr string) (net.Conn, error) { return dialer.Dial("tcp", addr) },
+		Dial: func(addr string) (net.Conn, error) {
+			c, err := dialer.Dial("tcp", addr)
+			if err != nil {
+				return nil, err
+			}
+			return &backendConn{Conn: c}, nil
+		},
 		// No limit of their own beyond the backend's: as many connections
 		// as calls in flight, as http.Transport does.
 		MaxConns:                      1 << 16,
@@ -91,8 +98,8 @@ func (t *h1) roundTrip(r *http.Request, addr string, mem []byte, readOnly bool) 
 	c := &h1Call{r: r, host: host, mem: mem}
 
 	// The call's context ends it (its deadline or its client leaving: the
-	// connection is cut, exchange); the connection's own deadline, a
-	// little later, is a backstop.
+	// connection is cut, exchange); the connection's own deadline, one to
+	// two seconds later (setBackstop), is a backstop.
 	ctx := r.Context()
 	deadline, ok := ctx.Deadline()
 	if ok {
@@ -153,7 +160,7 @@ func (t *h1) exchange(ctx context.Context, c *h1Call, res *fasthttp.Response, de
 	}
 	conn := cc.Conn()
 	reused = !cc.LastUseTime().IsZero()
-	if err := conn.SetDeadline(deadline); err != nil {
+	if err := setBackstop(conn, deadline); err != nil {
 		t.hc.CloseConn(cc)
 		return reused, false, err
 	}
@@ -182,6 +189,47 @@ func (t *h1) exchange(ctx context.Context, c *h1Call, res *fasthttp.Response, de
 		err = errAnswerTooLarge
 	}
 	return reused, wrote, err
+}
+
+// backendConn is a connection to a backend that remembers the deadline
+// setBackstop gave it last. Only the call that holds the connection reads
+// or sets it.
+type backendConn struct {
+	net.Conn
+	backstop time.Time
+}
+
+// SyscallConn is the connection's own, for closedWhileIdle.
+func (c *backendConn) SyscallConn() (syscall.RawConn, error) {
+	sc, ok := c.Conn.(syscall.Conn)
+	if !ok {
+		return nil, errors.ErrUnsupported
+	}
+	return sc.SyscallConn()
+}
+
+// backstopSlack is how much later than a call needs its connection's
+// deadline may be: the deadline is set again only when it is earlier than
+// the call's backstop, or later by more than this. So calls a moment apart
+// on one connection share a deadline, where setting it on each call
+// changed two of the runtime's timers.
+const backstopSlack = time.Second
+
+// setBackstop gives conn a deadline from need to need+backstopSlack.
+func setBackstop(conn net.Conn, need time.Time) error {
+	bc, ok := conn.(*backendConn)
+	if !ok {
+		return conn.SetDeadline(need)
+	}
+	if !bc.backstop.Before(need) && !bc.backstop.After(need.Add(backstopSlack)) {
+		return nil
+	}
+	at := need.Add(backstopSlack)
+	if err := bc.Conn.SetDeadline(at); err != nil {
+		return err
+	}
+	bc.backstop = at
+	return nil
 }
 
 // idleCheckAfter is how long a pooled connection must have been idle for
