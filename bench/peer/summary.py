@@ -14,7 +14,8 @@ import collections, glob, os, re, statistics, sys
 
 d = sys.argv[1]
 sources = sys.argv[2:] or [d]
-order = ["httputil", "httputil-h2c", "nginx", "traefik", "traefik-redis", "edge", "redisrate", "httputil-token", "direct"]
+order = ["httputil", "httputil-tok", "httputil-h2c", "nginx", "traefik", "traefik-redis", "traefik-redis-tok", "tyk", "tyk-jwt",
+         "edge", "redisrate", "httputil-token", "direct"]
 
 def ms(v):
     m = re.match(r"([\d.]+)(us|ms|s|m)$", v)
@@ -44,7 +45,9 @@ def ratio(a, b, k, run=None):
     (only run's rounds when run is given)."""
     return med([r[k] / b[n][k] for n, r in a.items() if (run is None or n[0] == run) and n in b and b[n][k]])
 
-base = runs.get("httputil", {})
+# The bare proxy of the same rounds: httputil, or, in a run of the shared
+# harness's token targets, httputil-tok (the same calls as the edge's).
+base = runs.get("httputil") or runs.get("httputil-tok", {})
 rows = []
 for t in order + sorted(k for k in runs if k not in order):
     if t not in runs:
@@ -69,19 +72,28 @@ for r in rows:
     print(f"{r['target']:14} {r['rounds']:>6} {r['each_rps']:>22} {r['rps']:>7.0f} {r['p50']:>7.2f} {r['p99']:>7.2f} "
           f"{r['proxy']:>13.1f} {r['backend']:>15.1f} {r['redis']:>13.1f} {r['rps_ratio']:>8.2f} {r['proxy_ratio']:>11.2f} "
           f"{r['backend_ratio']:>13.2f}  {r['non2']}")
-print(f"edge Redis CPU per call / redisrate's (one redis_rate Allow), median of per-round ratios: {redis_ratio:.2f}")
+if rr:
+    print(f"edge Redis CPU per call / redisrate's (one redis_rate Allow), median of per-round ratios: {redis_ratio:.2f}")
 # The edge against bare httputil carrying the same calls (edge.lua's token).
 tok = runs.get("httputil-token", {})
 if tok:
     same = {k: ratio(edge, tok, k) for k in ("rps", "proxy", "backend")}
     print(f"edge / httputil-token (bare httputil, the same calls with their tokens), median of per-round ratios: "
           f"throughput {same['rps']:.2f}, proxy CPU {same['proxy']:.2f}, backend CPU {same['backend']:.2f}")
+# The edge against each peer that did the same calls (a token per call):
+# the median of the per-round ratios, the peer's own rounds only.
+for peer in ("tyk-jwt", "traefik-redis-tok"):
+    if peer in runs and edge:
+        vs = {k: ratio(edge, runs[peer], k) for k in ("rps", "proxy", "p99")}
+        print(f"edge / {peer}, median of per-round ratios over {len(runs[peer])} rounds: throughput {vs['rps']:.2f}, "
+              f"proxy CPU per call {vs['proxy']:.2f}, p99 {vs['p99']:.2f}")
 if len(sources) > 1:
     for i, src in enumerate(sources):
         each = {k: ratio(edge, base, k, i) for k in ("rps", "proxy", "backend")}
         redis = ratio(edge, rr, "redis", i)
         print(f"run {os.path.basename(os.path.normpath(src))}: edge throughput {each['rps']:.3f}, proxy CPU {each['proxy']:.3f}, "
-              f"backend CPU {each['backend']:.3f}, Redis / one Allow {redis:.3f}")
+              f"backend CPU {each['backend']:.3f}" + (f", Redis / one Allow {redis:.3f}" if rr else ""))
+os.makedirs(d, exist_ok=True)
 with open(os.path.join(d, "ratios.csv"), "w") as f:
     f.write("target,rps,proxy_us,backend_us,redis_us,rps_ratio,proxy_ratio,backend_ratio,p50_ms,p99_ms\n")
     for r in rows:
