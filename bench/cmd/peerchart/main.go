@@ -45,7 +45,7 @@ func main() {
 // per call stacked by process.
 func draw(rows []row) string {
 	const (
-		w, rowH, top, labelW, chartW, gap = 900, 34, 60, 120, 300, 60
+		w, rowH, top, labelW, chartW, gap = 940, 34, 60, 120, 300, 60 // w: room for the longest bar's label
 	)
 	h := top + rowH*len(rows) + 50
 	var maxRPS, maxCPU float64
