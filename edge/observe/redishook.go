@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,30 +22,18 @@ type redisHook struct {
 	errs      *prometheus.CounterVec
 	keyPrefix string
 	// The series of the round trips nearly every call makes, looked up
-	// once: a lookup by label hashes it and locks the vector.
-	evalsha, pipeline *opSeries
-}
-
-// opSeries is one op's duration series, looked up at the op's first round
-// trip (so that /metrics lists an op only once it has been sent, as
-// before).
-type opSeries struct {
-	once sync.Once
-	obs  prometheus.Observer
-}
-
-func (s *opSeries) get(vec *prometheus.HistogramVec, op string) prometheus.Observer {
-	s.once.Do(func() { s.obs = vec.WithLabelValues(op) })
-	return s.obs
+	// at their first use (so that /metrics lists an op only once it has
+	// been sent) and kept: a lookup by label hashes it and locks the vector.
+	evalsha, pipeline *lazyChild[prometheus.Observer]
 }
 
 // observer is op's duration series.
 func (h redisHook) observer(op string) prometheus.Observer {
 	switch op {
 	case "evalsha":
-		return h.evalsha.get(h.duration, op)
+		return h.evalsha.get()
 	case "pipeline":
-		return h.pipeline.get(h.duration, op)
+		return h.pipeline.get()
 	}
 	return h.duration.WithLabelValues(op)
 }
@@ -77,22 +64,26 @@ const (
 )
 
 func NewRedisHook(reg prometheus.Registerer, keyPrefix string) redisHook {
+	duration := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "edge_redis_duration_seconds",
+		Help:    "Round trips from the edge to Redis by op: the command name (evalsha for a script), or pipeline.",
+		Buckets: redisBuckets,
+	}, []string{"op"})
+	series := func(op string) *lazyChild[prometheus.Observer] {
+		return &lazyChild[prometheus.Observer]{make: func() prometheus.Observer { return duration.WithLabelValues(op) }}
+	}
 	h := redisHook{
 		n: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "edge_redis_round_trips_total",
 			Help: "Round trips from the edge to Redis (a command, a script or a pipeline each).",
 		}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "edge_redis_duration_seconds",
-			Help:    "Round trips from the edge to Redis by op: the command name (evalsha for a script), or pipeline.",
-			Buckets: redisBuckets,
-		}, []string{"op"}),
+		duration: duration,
 		errs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "edge_redis_errors_total",
 			Help: "Round trips to Redis that failed, by user (limits, quotas, streams, idempotency, other), op (the command, or pipeline) and kind (timeout: passed its deadline; error: any other failure). Calls the breaker kept from Redis are not round trips.",
 		}, []string{"user", "op", "kind"}),
 		keyPrefix: keyPrefix,
-		evalsha:   &opSeries{}, pipeline: &opSeries{},
+		evalsha:   series("evalsha"), pipeline: series("pipeline"),
 	}
 	for _, user := range []string{redisUserLimits, redisUserQuotas, redisUserStreams, redisUserIdempotency} {
 		for _, kind := range []string{redisErrTimeout, redisErrError} {
