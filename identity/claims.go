@@ -3,8 +3,13 @@ package identity
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // DefaultRoleClaims are Keycloak's places for roles: realm roles, and the
@@ -95,4 +100,84 @@ func (p *Principal) Hash() string {
 		return SubjectHash(p.Subject)
 	}
 	return hex.EncodeToString(p.SubjectSum[:6])
+}
+
+// notBeforeLeeway is the tolerance on nbf: go-oidc's, five minutes, which
+// other OpenID Connect libraries use too.
+const notBeforeLeeway = 5 * time.Minute
+
+// standardClaims are the registered claims the Verifier checks.
+type standardClaims struct {
+	issuer    string
+	audience  []string
+	expiry    time.Time // zero when the token has none: expired
+	notBefore time.Time // zero when the token has none
+}
+
+// standardClaimsOf reads the registered claims from a token's decoded
+// claims, with go-oidc's types: iss a string, aud a string or a list of
+// strings, exp, iat and nbf numbers of seconds. A claim of another type
+// makes the token invalid.
+func standardClaimsOf(c map[string]any) (standardClaims, error) {
+	var s standardClaims
+	var ok bool
+	if v, present := c["iss"]; present {
+		if s.issuer, ok = v.(string); !ok {
+			return s, errors.New("claim iss is not a string")
+		}
+	}
+	switch aud := c["aud"].(type) {
+	case nil:
+	case string:
+		s.audience = []string{aud}
+	case []any:
+		s.audience = make([]string, len(aud))
+		for i, a := range aud {
+			if s.audience[i], ok = a.(string); !ok {
+				return s, errors.New("claim aud is not a string or a list of strings")
+			}
+		}
+	default:
+		return s, errors.New("claim aud is not a string or a list of strings")
+	}
+	for _, name := range [...]string{"exp", "iat", "nbf"} {
+		v, present := c[name]
+		if !present || v == nil && name == "nbf" { // go-oidc: a null nbf is none
+			continue
+		}
+		t, ok := numericDate(v)
+		if !ok {
+			return s, fmt.Errorf("claim %s is not a number", name)
+		}
+		switch name {
+		case "exp":
+			s.expiry = t
+		case "nbf":
+			s.notBefore = t
+		}
+	}
+	return s, nil
+}
+
+// numericDate reads a time in seconds as go-oidc does: a JSON number, or a
+// string holding one (encoding/json's json.Number accepts both), its
+// fraction dropped.
+func numericDate(v any) (time.Time, bool) {
+	switch n := v.(type) {
+	case float64:
+		return time.Unix(int64(n), 0), true
+	case string:
+		if n == "" || !(n[0] == '-' || '0' <= n[0] && n[0] <= '9') || n[len(n)-1] < '0' || n[len(n)-1] > '9' || !json.Valid([]byte(n)) {
+			return time.Time{}, false
+		}
+		if i, err := strconv.ParseInt(n, 10, 64); err == nil {
+			return time.Unix(i, 0), true
+		}
+		f, err := strconv.ParseFloat(n, 64)
+		if err != nil {
+			return time.Time{}, false
+		}
+		return time.Unix(int64(f), 0), true
+	}
+	return time.Time{}, false
 }

@@ -54,35 +54,18 @@ type keySet struct {
 	lastFail    time.Time  // last attempt that failed
 }
 
-// signatureOutcome is what VerifySignature leaves for the Verifier, through
-// the context: go-oidc keeps only the text of the key set's errors.
-type signatureOutcome struct {
-	err        error
-	headerType string // the JOSE header's typ, if any
-}
-
-type signatureOutcomeKey struct{}
-
-// VerifySignature implements oidc.KeySet.
-func (k *keySet) VerifySignature(ctx context.Context, raw string) ([]byte, error) {
-	out, _ := ctx.Value(signatureOutcomeKey{}).(*signatureOutcome)
-	if out == nil {
-		out = new(signatureOutcome)
-	}
-	payload, err := k.verifySignature(ctx, raw, out)
-	out.err = err
-	return payload, err
-}
-
-func (k *keySet) verifySignature(ctx context.Context, raw string, out *signatureOutcome) ([]byte, error) {
+// verifySignature parses the compact JWS raw, once, and verifies its
+// signature with the issuer's key it names; it returns the payload and the
+// JOSE header's typ, if any.
+func (k *keySet) verifySignature(ctx context.Context, raw string) (payload []byte, headerType string, err error) {
 	jws, err := jose.ParseSignedCompact(raw, k.algs)
 	if err != nil {
-		return nil, fmt.Errorf("malformed token: %w", err)
+		return nil, "", fmt.Errorf("malformed token: %w", err)
 	}
 	if len(jws.Signatures) != 1 {
-		return nil, errors.New("token must carry exactly one signature")
+		return nil, "", errors.New("token must carry exactly one signature")
 	}
-	out.headerType, _ = jws.Signatures[0].Header.ExtraHeaders[jose.HeaderType].(string)
+	headerType, _ = jws.Signatures[0].Header.ExtraHeaders[jose.HeaderType].(string)
 	kid := jws.Signatures[0].Header.KeyID
 	for {
 		k.mu.Lock()
@@ -91,7 +74,7 @@ func (k *keySet) verifySignature(ctx context.Context, raw string, out *signature
 		if keys := k.keys.Load(); keys != nil {
 			payload, found, err := verifyWith(jws, *keys, kid)
 			if found {
-				return payload, err
+				return payload, headerType, err
 			}
 		}
 		// The key is not known: fetch the set again, unless another call did
@@ -99,10 +82,10 @@ func (k *keySet) verifySignature(ctx context.Context, raw string, out *signature
 		fetched, err := k.refetch(ctx, gen)
 		if errors.Is(err, errKeyNotKnownYet) && kid == "" {
 			// No key id to wait for: none of the current keys verifies it.
-			return nil, errBadSignature
+			return nil, "", errBadSignature
 		}
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		if !fetched {
 			continue
@@ -110,9 +93,9 @@ func (k *keySet) verifySignature(ctx context.Context, raw string, out *signature
 		keys := k.keys.Load()
 		payload, found, err := verifyWith(jws, *keys, kid)
 		if !found {
-			return nil, errUnknownKey
+			return nil, "", errUnknownKey
 		}
-		return payload, err
+		return payload, headerType, err
 	}
 }
 

@@ -2,6 +2,7 @@ package identity
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -77,11 +78,10 @@ type Verifier struct {
 
 	discovery singleflight.Group
 
-	mu       sync.Mutex
-	verifier *oidc.IDTokenVerifier
-	keys     *keySet
-	lastTry  time.Time
-	lastErr  error
+	mu      sync.Mutex
+	keys    *keySet // nil until discovery succeeds
+	lastTry time.Time
+	lastErr error
 }
 
 // NewVerifier checks cfg and returns a Verifier. It does not contact the issuer.
@@ -128,27 +128,25 @@ func NewVerifier(cfg Config) (*Verifier, error) {
 // have succeeded, trying them if they have not: a service that is ready
 // can verify a token without waiting for the identity provider.
 func (v *Verifier) Ready(ctx context.Context) error {
-	if _, err := v.oidcVerifier(ctx); err != nil {
+	k, err := v.keySet(ctx)
+	if err != nil {
 		return err
 	}
-	v.mu.Lock()
-	k := v.keys
-	v.mu.Unlock()
 	return k.ready(ctx)
 }
 
-// oidcVerifier returns the verifier of the discovered issuer, discovering
+// keySet returns the key set of the discovered issuer, discovering
 // it if need be. Discovery serves every caller, not the one that happens
 // to come first: it runs once at a time (singleflight), to a deadline of
 // its own (Config.HTTPTimeout) whatever becomes of ctx, and only its own
 // failure is remembered. A caller whose ctx ends first stops waiting; the
 // discovery goes on for the others.
-func (v *Verifier) oidcVerifier(ctx context.Context) (*oidc.IDTokenVerifier, error) {
+func (v *Verifier) keySet(ctx context.Context) (*keySet, error) {
 	v.mu.Lock()
-	ov, lastErr, lastTry := v.verifier, v.lastErr, v.lastTry
+	k, lastErr, lastTry := v.keys, v.lastErr, v.lastTry
 	v.mu.Unlock()
-	if ov != nil {
-		return ov, nil
+	if k != nil {
+		return k, nil
 	}
 	if lastErr != nil && v.cfg.Now().Sub(lastTry) < rediscoverEvery {
 		return nil, lastErr
@@ -160,22 +158,22 @@ func (v *Verifier) oidcVerifier(ctx context.Context) (*oidc.IDTokenVerifier, err
 		if res.Err != nil {
 			return nil, res.Err
 		}
-		return res.Val.(*oidc.IDTokenVerifier), nil
+		return res.Val.(*keySet), nil
 	case <-ctx.Done():
 		return nil, fmt.Errorf("identity: waiting for discovery at %s: %w", v.cfg.IssuerURL, context.Cause(ctx))
 	}
 }
 
 // discover reads the issuer's discovery document, to its own deadline.
-func (v *Verifier) discover(ctx context.Context) (*oidc.IDTokenVerifier, error) {
+func (v *Verifier) discover(ctx context.Context) (*keySet, error) {
 	v.mu.Lock()
-	if v.verifier != nil { // a flight that ended just before this one began
+	if v.keys != nil { // a flight that ended just before this one began
 		defer v.mu.Unlock()
-		return v.verifier, nil
+		return v.keys, nil
 	}
 	v.lastTry = v.cfg.Now()
 	v.mu.Unlock()
-	fail := func(err error) (*oidc.IDTokenVerifier, error) {
+	fail := func(err error) (*keySet, error) {
 		v.mu.Lock()
 		defer v.mu.Unlock()
 		v.lastErr = err
@@ -201,59 +199,66 @@ func (v *Verifier) discover(ctx context.Context) (*oidc.IDTokenVerifier, error) 
 		url: meta.JWKSURI, client: v.client, timeout: v.cfg.HTTPTimeout,
 		refetchEvery: v.cfg.KeyRefetchInterval, algs: algs, now: v.cfg.Now,
 	}
-	ov := oidc.NewVerifier(v.cfg.IssuerURL, keys, &oidc.Config{
-		SkipClientIDCheck:    true, // audience is checked below
-		SupportedSigningAlgs: AsymmetricAlgorithms,
-		Now:                  func() time.Time { return v.cfg.Now().Add(-v.cfg.ClockSkew) },
-	})
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	v.keys, v.verifier, v.lastErr = keys, ov, nil
-	return ov, nil
+	v.keys, v.lastErr = keys, nil
+	return keys, nil
 }
 
 // Verify checks the token's signature, issuer, expiry, type and audience,
 // and returns its principal. Errors are *Error with a reason.
+//
+// The token is parsed once: its signature is checked by the key set, and
+// its claims are decoded once, into the map the principal is read from.
+// The checks are go-oidc's IDTokenVerifier's (issuer, exp with the clock
+// skew, nbf with five minutes' leeway, the types of iss, aud, exp, iat and
+// nbf), which parsed the token twice and its claims twice more.
 func (v *Verifier) Verify(ctx context.Context, raw string) (Principal, error) {
-	ov, err := v.oidcVerifier(ctx)
+	keys, err := v.keySet(ctx)
 	if err != nil {
 		// The caller's token may be fine; the issuer is not reachable.
 		return Principal{}, &Error{Reason: ReasonIssuerUnavailable, Message: "token cannot be verified now: identity provider unreachable", Err: err, Retryable: true}
 	}
-	// go-oidc flattens the key set's error into text: the key set leaves it,
-	// and the token's header type, here.
-	var sig signatureOutcome
-	tok, err := ov.Verify(context.WithValue(ctx, signatureOutcomeKey{}, &sig), raw)
-	if err != nil {
-		var exp *oidc.TokenExpiredError
-		switch {
-		case errors.As(err, &exp):
-			return Principal{}, &Error{Reason: ReasonTokenExpired, Message: "token expired at " + exp.Expiry.UTC().Format(time.RFC3339)}
-		case errors.Is(sig.err, errKeysFetch):
-			return Principal{}, &Error{Reason: ReasonIssuerUnavailable, Message: "token cannot be verified now: the identity provider's keys are unreachable", Err: sig.err, Retryable: true}
-		case errors.Is(sig.err, errKeyNotKnownYet), errors.Is(sig.err, errUnknownKey):
-			// Retryable: the issuer may publish the key later (or a cache in
-			// front of it may have served old keys); such a refusal costs no
-			// signature check, so there is nothing to save by remembering it.
-			return Principal{}, &Error{Reason: ReasonTokenInvalid, Message: "invalid token: signed with an unknown key", Err: sig.err, Retryable: true}
-		case sig.err != nil:
-			return Principal{}, &Error{Reason: ReasonTokenInvalid, Message: "invalid token", Err: sig.err}
-		}
+	payload, headerType, err := keys.verifySignature(ctx, raw)
+	switch {
+	case err == nil:
+	case errors.Is(err, errKeysFetch):
+		return Principal{}, &Error{Reason: ReasonIssuerUnavailable, Message: "token cannot be verified now: the identity provider's keys are unreachable", Err: err, Retryable: true}
+	case errors.Is(err, errKeyNotKnownYet), errors.Is(err, errUnknownKey):
+		// Retryable: the issuer may publish the key later (or a cache in
+		// front of it may have served old keys); such a refusal costs no
+		// signature check, so there is nothing to save by remembering it.
+		return Principal{}, &Error{Reason: ReasonTokenInvalid, Message: "invalid token: signed with an unknown key", Err: err, Retryable: true}
+	default:
 		return Principal{}, &Error{Reason: ReasonTokenInvalid, Message: "invalid token", Err: err}
 	}
 	var claims map[string]any
-	if err := tok.Claims(&claims); err != nil {
+	if err := json.Unmarshal(payload, &claims); err != nil {
 		return Principal{}, &Error{Reason: ReasonTokenInvalid, Message: "invalid token claims", Err: err}
 	}
-	if err := checkAccessToken(sig.headerType, claims); err != nil {
+	std, err := standardClaimsOf(claims)
+	if err != nil {
+		return Principal{}, &Error{Reason: ReasonTokenInvalid, Message: "invalid token", Err: err}
+	}
+	if std.issuer != v.cfg.IssuerURL {
+		return Principal{}, &Error{Reason: ReasonTokenInvalid, Message: "invalid token", Err: fmt.Errorf("token issued by a different provider, expected %q got %q", v.cfg.IssuerURL, std.issuer)}
+	}
+	now := v.cfg.Now().Add(-v.cfg.ClockSkew)
+	if std.expiry.Before(now) {
+		return Principal{}, &Error{Reason: ReasonTokenExpired, Message: "token expired at " + std.expiry.UTC().Format(time.RFC3339)}
+	}
+	if !std.notBefore.IsZero() && now.Add(notBeforeLeeway).Before(std.notBefore) {
+		return Principal{}, &Error{Reason: ReasonTokenInvalid, Message: "invalid token", Err: fmt.Errorf("current time %v before the nbf (not before) time: %v", now, std.notBefore)}
+	}
+	if err := checkAccessToken(headerType, claims); err != nil {
 		return Principal{}, err
 	}
 	p := principalFromClaims(claims, v.cfg.RoleClaims, v.cfg.PlanClaim, v.cfg.Audience)
-	p.Expiry = tok.Expiry
+	p.Expiry = std.expiry
 	if p.Subject == "" {
 		return Principal{}, &Error{Reason: ReasonTokenInvalid, Message: "token has no sub claim"}
 	}
-	if a := v.cfg.Audience; a != "" && !slices.Contains(tok.Audience, a) && !(v.cfg.AzpAsAudience && p.ClientID == a) {
+	if a := v.cfg.Audience; a != "" && !slices.Contains(std.audience, a) && !(v.cfg.AzpAsAudience && p.ClientID == a) {
 		return Principal{}, &Error{Reason: ReasonTokenInvalid, Message: fmt.Sprintf("token is not for audience %q", a)}
 	}
 	return p, nil
