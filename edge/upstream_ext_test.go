@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -86,13 +87,18 @@ func startCountingBackend(t *testing.T) *countingBackend {
 // drops at once. It returns the calls its handlers had in flight and its
 // open connections: a call the edge had written on a connection that the
 // backend had not read yet is in flight on it too, and over HTTP/1.1 a
-// connection carries at most one call.
-func (b *countingBackend) kill() (inflight, conns int) {
+// connection carries at most one call. Its port stays dead until the test
+// ends: in a parallel run another test's server could otherwise take it,
+// and the edge's health check would bring the "killed" backend back as
+// that server, whose answers are not this one's.
+func (b *countingBackend) kill(t *testing.T) (inflight, conns int) {
+	t.Helper()
 	b.mu.Lock()
 	b.dead = true
 	inflight, conns = b.inflight, b.conns
 	b.mu.Unlock()
 	_ = b.srv.Close()
+	testkit.KeepDead(t, strings.TrimPrefix(b.url, "http://"))
 	return inflight, conns
 }
 
@@ -217,7 +223,7 @@ func TestUpstreamKilledBackendCostsOnlyItsCallsInFlight(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	inflight, conns := bes[1].kill()
+	inflight, conns := bes[1].kill(t)
 	after := []int64{bes[0].calls.Load(), bes[2].calls.Load()}
 	for deadline := time.Now().Add(20 * time.Second); bes[0].calls.Load()+bes[2].calls.Load() < after[0]+after[1]+300; {
 		if time.Now().After(deadline) {

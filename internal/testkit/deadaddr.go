@@ -36,3 +36,32 @@ func DeadAddr(t testing.TB) string {
 	}
 	return netip.AddrPortFrom(netip.AddrFrom4(in4.Addr), uint16(in4.Port)).String()
 }
+
+// KeepDead keeps addr, a loopback address whose listener the caller has
+// just closed, dead for as long as t runs: a connection to it is refused,
+// as a killed process's port refuses it, and no other test's server gets
+// the port.
+//
+// Its holder is bound but never listens, like DeadAddr's, but with
+// SO_REUSEADDR: the closed listener's connections linger in TIME_WAIT on
+// the port, and without it the bind fails. The kernel still skips the port
+// when it picks one for a bind of port 0, the way every test server here
+// gets its port.
+func KeepDead(t testing.TB, addr string) {
+	t.Helper()
+	ap, err := netip.ParseAddrPort(addr)
+	if err != nil || !ap.Addr().Is4() {
+		t.Fatalf("keep %q dead: want an IPv4 address and port (%v)", addr, err)
+	}
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatalf("keep %s dead: socket: %v", addr, err)
+	}
+	t.Cleanup(func() { _ = syscall.Close(fd) })
+	if err := syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1); err != nil {
+		t.Fatalf("keep %s dead: SO_REUSEADDR: %v", addr, err)
+	}
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: ap.Addr().As4(), Port: int(ap.Port())}); err != nil {
+		t.Fatalf("keep %s dead: bind: %v (another server took the port as the listener closed)", addr, err)
+	}
+}

@@ -26,3 +26,41 @@ func TestDeadAddrRefusesAndCannotBeTaken(t *testing.T) {
 		}
 	}
 }
+
+// A killed server's port, kept dead, refuses connections, even though the
+// connections the server closed linger in TIME_WAIT on it.
+func TestKeepDeadRefusesAfterTheListenerCloses(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	accepted := make(chan error, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			err = c.Close() // the server closes first: its side waits in TIME_WAIT
+		}
+		accepted <- err
+	}()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-accepted; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Read(make([]byte, 1)); err == nil {
+		t.Fatal("read on a connection the server closed: no error")
+	}
+	_ = c.Close()
+	_ = ln.Close()
+
+	testkit.KeepDead(t, addr)
+	if c, err := net.Dial("tcp", addr); !errors.Is(err, syscall.ECONNREFUSED) {
+		if c != nil {
+			_ = c.Close()
+		}
+		t.Fatalf("dial %s: %v, want connection refused", addr, err)
+	}
+}
