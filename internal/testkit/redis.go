@@ -1,7 +1,9 @@
 package testkit
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -26,6 +28,8 @@ type RedisServer struct {
 	dir  string
 	cmd  *exec.Cmd
 	args []string // more redis-server arguments
+	// exited is closed once cmd has exited and been waited for.
+	exited <-chan struct{}
 }
 
 // StartRedisServer starts a private redis-server on a free loopback port
@@ -37,6 +41,16 @@ func StartRedisServer(t testing.TB) *RedisServer {
 
 func startRedisServer(t testing.TB, args ...string) *RedisServer {
 	t.Helper()
+	return startRedisServerWith(t, func() []string { return args })
+}
+
+// startRedisServerWith starts a private redis-server on a free loopback port
+// with the arguments args returns. A port is free when the test takes it,
+// but in a parallel run another test's server may bind it before this one
+// does; the server then starts again on other ports (args is called again,
+// for any port of its own, such as a cluster bus port).
+func startRedisServerWith(t testing.TB, args func() []string) *RedisServer {
+	t.Helper()
 	for _, bin := range []string{"redis-server", "redis-cli"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			if testenv.InCI() {
@@ -45,11 +59,25 @@ func startRedisServer(t testing.TB, args ...string) *RedisServer {
 			t.Skipf("no %s on PATH", bin)
 		}
 	}
-	s := &RedisServer{Addr: freeAddr(t), t: t, dir: t.TempDir(), args: args}
-	s.Start()
+	s := &RedisServer{t: t, dir: t.TempDir()}
 	t.Cleanup(s.Stop)
-	return s
+	for attempt := 1; ; attempt++ {
+		s.Addr, s.args = freeAddr(t), args()
+		err := s.start()
+		if err == nil {
+			return s
+		}
+		if !errors.Is(err, errPortTaken) || attempt == 5 {
+			t.Fatal(err)
+		}
+		t.Logf("%v; starting it again on other ports", err)
+		s.Stop()
+	}
 }
+
+// errPortTaken is a start's failure because another process bound a port
+// of the server's first.
+var errPortTaken = errors.New("another process took a port of the server")
 
 // freeAddr returns a loopback address free now (another process may take
 // it before it is bound: Start then fails, naming it).
@@ -77,9 +105,11 @@ func StartRedisCluster(t testing.TB) *RedisCluster {
 	c := &RedisCluster{}
 	var addrs []string
 	for range 3 {
-		_, bus, _ := net.SplitHostPort(freeAddr(t))
-		n := startRedisServer(t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-			"--cluster-node-timeout", "1000", "--cluster-port", bus)
+		n := startRedisServerWith(t, func() []string {
+			_, bus, _ := net.SplitHostPort(freeAddr(t))
+			return []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+				"--cluster-node-timeout", "1000", "--cluster-port", bus}
+		})
 		c.Nodes = append(c.Nodes, n)
 		addrs = append(addrs, n.Addr)
 	}
@@ -155,32 +185,54 @@ func (c *RedisCluster) MasterOf(t testing.TB, key string) *RedisServer {
 	return nil
 }
 
-// Start starts the server (again) and waits until it answers.
+// Start starts the server (again) on its address and waits until it
+// answers.
 func (s *RedisServer) Start() {
 	s.t.Helper()
+	if err := s.start(); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// start starts the server and waits until it answers. Its error wraps
+// errPortTaken when another process holds one of the server's ports.
+func (s *RedisServer) start() error {
 	_, port, _ := net.SplitHostPort(s.Addr)
+	logfile := filepath.Join(s.dir, "redis.log")
+	_ = os.Remove(logfile) // a log names this start's failure only
 	args := append([]string{"--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-		"--dir", s.dir, "--logfile", filepath.Join(s.dir, "redis.log")}, s.args...)
+		"--dir", s.dir, "--logfile", logfile}, s.args...)
 	s.cmd = exec.Command("redis-server", args...)
 	if err := s.cmd.Start(); err != nil {
-		s.t.Fatalf("start redis-server: %v", err)
+		return fmt.Errorf("start redis-server: %w", err)
 	}
+	exited := make(chan struct{})
+	s.exited = exited
+	go func(cmd *exec.Cmd) { _ = cmd.Wait(); close(exited) }(s.cmd)
 	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
 	defer c.Close()
 	deadline := time.Now().Add(10 * time.Second)
-	// The port was free when the test took it, but another process may have
-	// bound it since: only our own process's answer counts.
+	// Only our own process's answer counts.
 	for {
+		select {
+		case <-exited:
+			log, _ := os.ReadFile(logfile)
+			if bytes.Contains(log, []byte("Address already in use")) {
+				return fmt.Errorf("redis-server on %s exited: %w\n%s", s.Addr, errPortTaken, log)
+			}
+			return fmt.Errorf("redis-server on %s exited before it answered\n%s", s.Addr, log)
+		default:
+		}
 		pid, err := processID(c)
 		if err == nil && pid == s.cmd.Process.Pid {
-			return
+			return nil
 		}
 		if err == nil {
-			s.t.Fatalf("redis-server on %s answers as process %d, not the test's own %d: another server took the port", s.Addr, pid, s.cmd.Process.Pid)
+			return fmt.Errorf("redis-server on %s answers as process %d, not the test's own %d: %w", s.Addr, pid, s.cmd.Process.Pid, errPortTaken)
 		}
 		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
-			s.t.Fatalf("redis-server on %s did not answer: %v\n%s", s.Addr, err, log)
+			log, _ := os.ReadFile(logfile)
+			return fmt.Errorf("redis-server on %s did not answer: %v\n%s", s.Addr, err, log)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -208,7 +260,7 @@ func (s *RedisServer) Stop() {
 		return
 	}
 	_ = s.cmd.Process.Kill()
-	_ = s.cmd.Wait()
+	<-s.exited
 	s.cmd = nil
 }
 
