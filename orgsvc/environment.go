@@ -111,11 +111,13 @@ func (s environments) WatchEnvironment(ctx context.Context, req *connect.Request
 	if err != nil {
 		return err
 	}
-	send := func(e store.Environment) error {
+	// send sends e and returns the status it said.
+	send := func(e store.Environment) (string, error) {
 		pb := s.environmentPB(e)
-		return stream.Send(&svcv1.WatchEnvironmentResponse{Status: pb.Status, Environment: pb})
+		return pb.Status, stream.Send(&svcv1.WatchEnvironmentResponse{Status: pb.Status, Environment: pb})
 	}
-	if err := send(e); err != nil {
+	first, err := send(e)
+	if err != nil {
 		return err
 	}
 	// reread refreshes e from storage; done when the environment ended and
@@ -124,7 +126,8 @@ func (s environments) WatchEnvironment(ctx context.Context, req *connect.Request
 		cur, err := s.store.GetEnvironment(ctx, id)
 		if errors.Is(err, store.ErrEnvironmentNotFound) {
 			e.Status, e.DeletedAt = statusDeleted, s.now()
-			return true, send(e)
+			_, err := send(e)
+			return true, err
 		}
 		if err != nil {
 			return false, err
@@ -136,9 +139,11 @@ func (s environments) WatchEnvironment(ctx context.Context, req *connect.Request
 	defer poll.Stop()
 	recheck := time.NewTicker(s.watchAccess)
 	defer recheck.Stop()
+	// What the first message said decides whether RUNNING is to follow, not
+	// the clock read again: provisioning may have ended while it was sent.
 	var ready <-chan time.Time
-	if s.status(e) == statusProvisioning {
-		t := time.NewTimer(e.ReadyAt.Sub(s.now()))
+	if first == statusProvisioning {
+		t := time.NewTimer(e.ReadyAt.Sub(s.now())) // past: at once
 		defer t.Stop()
 		ready = t.C
 	}
@@ -157,11 +162,12 @@ func (s environments) WatchEnvironment(ctx context.Context, req *connect.Request
 			if now := s.now(); now.Before(e.ReadyAt) {
 				e.ReadyAt = now
 			}
-			if err := send(e); err != nil {
+			if _, err := send(e); err != nil {
 				return err
 			}
 		case gone := <-ended:
-			return send(gone)
+			_, err := send(gone)
+			return err
 		case <-poll.C:
 			if done, err := reread(); done || err != nil {
 				return err
