@@ -59,10 +59,12 @@ func startRedisServerWith(t testing.TB, args func() []string) *RedisServer {
 			t.Skipf("no %s on PATH", bin)
 		}
 	}
-	s := &RedisServer{t: t, dir: t.TempDir()}
+	s := &RedisServer{t: t}
 	t.Cleanup(s.Stop)
 	for attempt := 1; ; attempt++ {
-		s.Addr, s.args = freeAddr(t), args()
+		// A directory of its own each time: a cluster node that failed to
+		// bind may have written its nodes.conf there, ports and all.
+		s.Addr, s.args, s.dir = freeAddr(t), args(), t.TempDir()
 		err := s.start()
 		if err == nil {
 			return s
