@@ -153,7 +153,7 @@ type begun struct {
 //go:noinline
 func (s *Server) begin(w http.ResponseWriter, r *http.Request, b *begun) {
 	b.start = time.Now()
-	id := call.RequestID(r.Header.Get("X-Request-Id"))
+	id := call.RequestID(wire.HeaderValue(r.Header, "X-Request-Id"))
 	// One slice for both headers: with no room to grow, an append to
 	// either copies it.
 	ids := []string{id}
@@ -455,7 +455,7 @@ func (s *Server) authenticate(r *http.Request, c wire.Call, pol *policy.Live) (*
 // call carries Idempotency-Key. The forwarded call's edge.upstream span is
 // the step's child: the step forwards it.
 func (s *Server) idempotency(w *call.Recorder, r *http.Request, c wire.Call, subject string, eligible, replayed bool) {
-	if len(r.Header.Values(idempotency.HeaderKey)) == 0 {
+	if len(r.Header[idempotency.HeaderKey]) == 0 {
 		outcome, _ := s.idem.Serve(w, r, c, subject, eligible, replayed, s.forward) // no key: no refusal
 		s.metrics.Idempotency(outcome)
 		return

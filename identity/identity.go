@@ -56,7 +56,7 @@ const MaxTokenBytes = 8 << 10
 
 // BearerToken extracts the token from an Authorization header value.
 func BearerToken(h http.Header) (string, error) {
-	vals := h.Values("Authorization")
+	vals := h["Authorization"] // canonical: h.Values would canonicalize it again
 	if len(vals) == 0 || vals[0] == "" {
 		return "", &Error{Reason: ReasonTokenMissing, Message: "missing bearer token: send the header Authorization with the value Bearer and an access token"}
 	}

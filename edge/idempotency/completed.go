@@ -20,7 +20,7 @@ import (
 // off), or when Redis cannot tell, it is false: the call goes through every
 // limit.
 func (s *Step) WillReplay(ctx context.Context, r *http.Request, c wire.Call, subject string, eligible bool) bool {
-	if s == nil || c.Streaming || !eligible || len(r.Header.Values(HeaderKey)) == 0 {
+	if s == nil || c.Streaming || !eligible || len(r.Header[HeaderKey]) == 0 {
 		return false
 	}
 	done, err := s.Completed(ctx, r, c, subject)
@@ -35,7 +35,7 @@ func (s *Step) WillReplay(ctx context.Context, r *http.Request, c wire.Call, sub
 // missing or invalid key and for a call still in flight. One Redis call,
 // bounded by Timeout.
 func (s *Step) Completed(ctx context.Context, r *http.Request, c wire.Call, subject string) (bool, error) {
-	key, ok := parseKey(r.Header.Values(HeaderKey))
+	key, ok := parseKey(r.Header[HeaderKey])
 	if !ok {
 		return false, nil
 	}

@@ -309,7 +309,7 @@ func or[T int | int64 | time.Duration](v, def T) T {
 // memory (up to MaxRequestBytes, r.ContentLength set) and without the
 // headers by which a client accepts a compressed answer.
 func (s *Step) Serve(w http.ResponseWriter, r *http.Request, c wire.Call, subject string, eligible, replayOnly bool, next http.Handler) (Outcome, *connect.Error) {
-	values := r.Header.Values(HeaderKey)
+	values := r.Header[HeaderKey] // HeaderKey is canonical
 	if len(values) == 0 || !eligible || c.Streaming {
 		next.ServeHTTP(w, r)
 		return "", nil

@@ -508,12 +508,12 @@ const maxWatchedAnswer = 1 << 20
 // ended (backendapi.EndedHeader, EndedMoreHeader) and removes it from the answer: it is
 // for the edge alone. ok reports whether there was one.
 func EndedEnvironments(h http.Header) (ids []string, more, ok bool) {
-	values, moreValue := h.Values(backendapi.EndedHeader), h.Get(backendapi.EndedMoreHeader)
+	values, moreValue := h[backendapi.EndedHeader], wire.HeaderValue(h, backendapi.EndedMoreHeader)
 	if len(values) == 0 && moreValue == "" {
 		return nil, false, false
 	}
-	h.Del(backendapi.EndedHeader)
-	h.Del(backendapi.EndedMoreHeader)
+	delete(h, backendapi.EndedHeader)
+	delete(h, backendapi.EndedMoreHeader)
 	for _, v := range values {
 		for _, id := range strings.Split(v, ",") {
 			if id = strings.TrimSpace(id); id != "" && len(id) <= 128 && len(ids) < maxEndedEnvironments {

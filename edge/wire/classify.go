@@ -62,7 +62,7 @@ var noFields = map[string]bool{svcv1connect.UsageServiceGetUsageProcedure: true}
 // plain `http POST URL` sends it. Anything else without a Content-Type is
 // in no protocol: a body needs its media type to be read.
 func Bodiless(r *http.Request) bool {
-	return r.Method == http.MethodPost && len(r.Header.Values("Content-Type")) == 0 && r.ContentLength == 0 && noFields[r.URL.Path]
+	return r.Method == http.MethodPost && len(r.Header["Content-Type"]) == 0 && r.ContentLength == 0 && noFields[r.URL.Path]
 }
 
 // maxPath bounds the path the classifier looks at.
@@ -117,7 +117,7 @@ func (c *Call) fromContentType(h http.Header) bool {
 		return false
 	}
 	c.Protocol, c.JSON, c.UnaryConnect = m.Protocol, m.JSON, m.Unary
-	if c.Protocol == HTTP && h.Get("Connect-Protocol-Version") != "" {
+	if c.Protocol == HTTP && HeaderValue(h, "Connect-Protocol-Version") != "" {
 		c.Protocol = Connect
 	}
 	return true

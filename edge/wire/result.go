@@ -107,20 +107,20 @@ func Of(c Call, a Answer) (connect.Code, Ending) {
 	}
 	switch {
 	case c.Protocol == GRPC:
-		s := a.Trailer.Get("Grpc-Status")
+		s := HeaderValue(a.Trailer, "Grpc-Status")
 		if s == "" {
 			// Trailers a handler set without declaring them first.
 			s = a.Trailer.Get(http.TrailerPrefix + "Grpc-Status")
 		}
 		if s == "" {
-			s = a.Header.Get("Grpc-Status") // trailers-only
+			s = HeaderValue(a.Header, "Grpc-Status") // trailers-only
 		}
 		if s == "" && a.Status != http.StatusOK {
 			return HTTPCode(a.Status), Whole
 		}
 		return grpcCode(s)
 	case c.Protocol == GRPCWeb:
-		if s := a.Header.Get("Grpc-Status"); s != "" {
+		if s := HeaderValue(a.Header, "Grpc-Status"); s != "" {
 			return grpcCode(s) // trailers-only
 		}
 		payload, code, end, ok := endFrame(a, "Grpc-Encoding")
@@ -148,7 +148,7 @@ func Of(c Call, a Answer) (connect.Code, Ending) {
 	}
 	// Connect unary and plain HTTP/JSON: the status, and the body's code
 	// when it is an error.
-	if cl := a.Header.Get("Content-Length"); cl != "" && cl != strconv.FormatInt(a.Written, 10) {
+	if cl := HeaderValue(a.Header, "Content-Length"); cl != "" && cl != strconv.FormatInt(a.Written, 10) {
 		return 0, CutShort
 	}
 	if a.Status == http.StatusOK {
