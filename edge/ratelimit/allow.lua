@@ -46,9 +46,11 @@
 -- ARGV[6+4i .. 9+4i]   name, burst, rate, period (seconds) of limit i
 --
 -- Returns {allowed, daily_refused, today, month} followed, for each limit, by
--- {refused, remaining, tostring(retry_after), tostring(reset_after)}, and,
--- for cost 0 only, the policy last charged (false for none).
--- today and month include the cost when allowed.
+-- {refused, remaining, retry_after, reset_after}, and, for cost 0 only, the
+-- policy last charged (false for none). today and month include the cost
+-- when allowed. retry_after (-1 s when the limit did not refuse) and
+-- reset_after are whole nanoseconds (ns below): every value but the policy
+-- is an integer, which the edge reads without boxing or parsing.
 
 -- this script has side-effects, so it requires replicate commands mode
 redis.replicate_commands()
@@ -165,6 +167,14 @@ local function expire()
   redis.call("EXPIRE", hash, ttl)
 end
 
+-- ns is a duration in seconds as whole nanoseconds, exactly the
+-- time.Duration that parsing redis_rate's answer, tostring(seconds), gives
+-- (strconv.ParseFloat, times 1e9, truncated): Redis turns a number into
+-- an integer reply by truncating it, as Go turns a float into an integer.
+local function ns(seconds)
+  return tonumber(tostring(seconds)) * 1e9
+end
+
 local result = {0, 0, today, month}
 if not allowed or peek then
   -- Nothing is consumed. A refusing limit answers as redis_rate does; a
@@ -177,12 +187,12 @@ if not allowed or peek then
     local tat, diff, remaining = l[b + 1], l[b + 3], l[b + 4]
     local r = 4 * i
     if remaining < 0 then
-      result[r + 1], result[r + 2], result[r + 3] = 1, 0, tostring(diff * -1)
+      result[r + 1], result[r + 2], result[r + 3] = 1, 0, ns(diff * -1)
     else
       result[r + 1], result[r + 2], result[r + 3] =
-        0, math.floor((now - (tat - l[b + 6])) / l[b + 5]), "-1"
+        0, math.floor((now - (tat - l[b + 6])) / l[b + 5]), -1e9
     end
-    result[r + 4] = tostring(tat - now)
+    result[r + 4] = ns(tat - now)
     if converted[i] and not peek then
       keep(i, tat)
     end
@@ -208,7 +218,7 @@ for i = 1, n do
   keep(i, new_tat)
   local r = 4 * i
   result[r + 1], result[r + 2], result[r + 3], result[r + 4] =
-    0, math.floor(l[b + 4]), "-1", tostring(new_tat - now)
+    0, math.floor(l[b + 4]), -1e9, ns(new_tat - now)
 end
 local policy = ARGV[5]
 if policy ~= "" and state[at + 1] ~= policy then

@@ -57,13 +57,13 @@ func newBatcher(rdb redis.UniversalClient, timeout time.Duration) *batcher {
 type scriptCall struct {
 	ctx      context.Context
 	deadline time.Time
-	cmd      []any              // the EVALSHA, keys.command
-	done     chan result[[]any] // buffered: the batch never waits for its caller
+	cmd      []any                // the EVALSHA, keys.command
+	done     chan result[[]int64] // buffered: the batch never waits for its caller
 }
 
 // run queues one script run and returns the channel that gets its answer.
-func (b *batcher) run(ctx context.Context, deadline time.Time, cmd []any) <-chan result[[]any] {
-	c := &scriptCall{ctx: ctx, deadline: deadline, cmd: cmd, done: make(chan result[[]any], 1)}
+func (b *batcher) run(ctx context.Context, deadline time.Time, cmd []any) <-chan result[[]int64] {
+	c := &scriptCall{ctx: ctx, deadline: deadline, cmd: cmd, done: make(chan result[[]int64], 1)}
 	b.mu.Lock()
 	b.queue = append(b.queue, c)
 	lead := b.inflight == 0 || b.inflight < maxPipelines && len(b.queue) >= maxBatch
@@ -161,7 +161,7 @@ func (b *batcher) send(batch []*scriptCall) {
 			err = context.DeadlineExceeded
 		}
 		if err != nil {
-			c.done <- result[[]any]{err: err}
+			c.done <- result[[]int64]{err: err}
 			continue
 		}
 		live = append(live, c)
@@ -191,8 +191,8 @@ func (b *batcher) send(batch []*scriptCall) {
 			cmd = scriptCmd(ctx, eval)
 			_ = b.rdb.Process(ctx, cmd)
 		}
-		v, err := cmd.Slice()
-		c.done <- result[[]any]{v, err}
+		v, err := cmd.Result()
+		c.done <- result[[]int64]{v, err}
 		return
 	}
 	cmds := b.pipeline(ctx, live)
@@ -205,27 +205,27 @@ func (b *batcher) send(batch []*scriptCall) {
 			again = append(again, c)
 			continue
 		}
-		v, err := cmds[i].Slice()
-		c.done <- result[[]any]{v, err}
+		v, err := cmds[i].Result()
+		c.done <- result[[]int64]{v, err}
 	}
 	if len(again) == 0 {
 		return
 	}
 	if err := allowScript.Load(ctx, b.rdb).Err(); err != nil {
 		for _, c := range again {
-			c.done <- result[[]any]{err: err}
+			c.done <- result[[]int64]{err: err}
 		}
 		return
 	}
 	cmds = b.pipeline(ctx, again)
 	for i, c := range again {
-		v, err := cmds[i].Slice()
-		c.done <- result[[]any]{v, err}
+		v, err := cmds[i].Result()
+		c.done <- result[[]int64]{v, err}
 	}
 }
 
-func (b *batcher) pipeline(ctx context.Context, batch []*scriptCall) []*redis.Cmd {
-	cmds := make([]*redis.Cmd, len(batch))
+func (b *batcher) pipeline(ctx context.Context, batch []*scriptCall) []*redis.IntSliceCmd {
+	cmds := make([]*redis.IntSliceCmd, len(batch))
 	_, _ = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, c := range batch {
 			cmds[i] = scriptCmd(ctx, c.cmd)
@@ -238,9 +238,10 @@ func (b *batcher) pipeline(ctx context.Context, batch []*scriptCall) []*redis.Cm
 
 // scriptCmd is the command of a call's script: its first key, which
 // routes it on a Redis Cluster, is its fourth argument (EVALSHA, hash,
-// number of keys, keys...).
-func scriptCmd(ctx context.Context, args []any) *redis.Cmd {
-	cmd := redis.NewCmd(ctx, args...)
+// number of keys, keys...). Its answer is all integers (allow.lua), read
+// into one []int64.
+func scriptCmd(ctx context.Context, args []any) *redis.IntSliceCmd {
+	cmd := redis.NewIntSliceCmd(ctx, args...)
 	cmd.SetFirstKeyPos(3)
 	return cmd
 }

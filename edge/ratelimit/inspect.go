@@ -30,7 +30,14 @@ func (l *Limiter) Peek(ctx context.Context, req Request) (Decision, error) {
 		return Decision{}, fmt.Errorf("ratelimit: peek answered %d values for %d limits", len(v), len(req.Limits))
 	}
 	policy, _ := v[len(v)-1].(string)
-	d, err := decode(req, k, v[:len(v)-1])
+	ints := make([]int64, len(v)-1)
+	for i := range ints {
+		var ok bool
+		if ints[i], ok = v[i].(int64); !ok {
+			return Decision{}, fmt.Errorf("ratelimit: peek answered %T for value %d, not an integer", v[i], i+1)
+		}
+	}
+	d, err := decode(req, k, ints)
 	if err != nil {
 		return Decision{}, err
 	}

@@ -253,7 +253,7 @@ func (l *Limiter) Allow(ctx context.Context, req Request) (Decision, error) {
 		l.stats.refusedCache.Add(1)
 		return d, nil
 	}
-	raw, err := callAsync(l, ctx, func(ctx context.Context, deadline time.Time) <-chan result[[]any] {
+	raw, err := callAsync(l, ctx, func(ctx context.Context, deadline time.Time) <-chan result[[]int64] {
 		return l.batch.run(ctx, deadline, k.command(req))
 	})
 	var v verdict
@@ -556,11 +556,11 @@ type verdict struct {
 }
 
 // decode turns the script's answer into a verdict.
-func decode(req Request, k keys, v []any) (verdict, error) {
+func decode(req Request, k keys, v []int64) (verdict, error) {
 	if len(v) != 4+4*len(req.Limits) {
 		return verdict{}, fmt.Errorf("ratelimit: script answered %d values for %d limits", len(v), len(req.Limits))
 	}
-	n := func(i int) int64 { x, _ := v[i].(int64); return x }
+	n := func(i int) int64 { return v[i] }
 	d := verdict{Decision: Decision{Allowed: n(0) == 1, Source: SourceRedis, Today: n(2), Month: n(3)}}
 	if states := len(req.Limits) + min(req.Daily, 1); states > 0 { // one allocation each, not one per append
 		d.States, d.retry = make([]State, 0, states), make([]time.Duration, 0, states)
@@ -581,15 +581,11 @@ func decode(req Request, k keys, v []any) (verdict, error) {
 	}
 	for i, lim := range req.Limits {
 		at := 4 + 4*i
-		retry, err1 := seconds(v[at+2])
-		reset, err2 := seconds(v[at+3])
-		if err := errors.Join(err1, err2); err != nil {
-			return verdict{}, err
-		}
+		// Durations come as whole nanoseconds (allow.lua).
 		add(State{
 			Name: lim.Name, Limit: lim.Rate, Burst: lim.Burst, Window: lim.Period,
-			Remaining: int(n(at + 1)), ResetAfter: reset,
-		}, n(at) == 1, retry)
+			Remaining: int(n(at + 1)), ResetAfter: time.Duration(n(at + 3)),
+		}, n(at) == 1, time.Duration(n(at+2)))
 	}
 	if req.Daily > 0 {
 		add(k.dailyState(req.Daily, d.Today), n(1) == 1, k.midnight.Sub(k.now))
@@ -602,16 +598,6 @@ func (k keys) dailyState(limit int, used int64) State {
 		Name: DailyName, Limit: limit, Burst: limit, Window: 24 * time.Hour,
 		Remaining: int(max(0, int64(limit)-used)), ResetAfter: k.midnight.Sub(k.now),
 	}
-}
-
-// seconds reads a float number of seconds as redis_rate does.
-func seconds(v any) (time.Duration, error) {
-	s, _ := v.(string)
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil {
-		return 0, fmt.Errorf("ratelimit: script answered %q for a duration: %w", s, err)
-	}
-	return time.Duration(f * float64(time.Second)), nil
 }
 
 // counters back Stats.
