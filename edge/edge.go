@@ -153,7 +153,7 @@ type begun struct {
 //go:noinline
 func (s *Server) begin(w http.ResponseWriter, r *http.Request, b *begun) {
 	b.start = time.Now()
-	id := call.RequestID(wire.HeaderValue(r.Header, "X-Request-Id"))
+	id := call.RequestID(wire.FirstValue(r.Header["X-Request-Id"]))
 	// One slice for both headers: with no room to grow, an append to
 	// either copies it.
 	ids := []string{id}

@@ -105,7 +105,7 @@ func contentType(r *http.Request) string {
 	if mt, ok := wire.MediaType(r.Header); ok {
 		return mt
 	}
-	return clip(strings.ToLower(wire.HeaderValue(r.Header, "Content-Type")))
+	return clip(strings.ToLower(wire.FirstValue(r.Header["Content-Type"])))
 }
 
 func clip(s string) string {

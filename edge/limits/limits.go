@@ -508,7 +508,7 @@ const maxWatchedAnswer = 1 << 20
 // ended (backendapi.EndedHeader, EndedMoreHeader) and removes it from the answer: it is
 // for the edge alone. ok reports whether there was one.
 func EndedEnvironments(h http.Header) (ids []string, more, ok bool) {
-	values, moreValue := h[backendapi.EndedHeader], wire.HeaderValue(h, backendapi.EndedMoreHeader)
+	values, moreValue := h[backendapi.EndedHeader], wire.FirstValue(h[backendapi.EndedMoreHeader])
 	if len(values) == 0 && moreValue == "" {
 		return nil, false, false
 	}

@@ -73,7 +73,7 @@ func fields(f fieldWriter, r *http.Request, c wire.Call, p *identity.Principal, 
 	f.String("outcome", outcome)
 	f.Int("http_status", int64(rec.Status()))
 	f.Float("duration_ms", float64(d.Microseconds())/1000)
-	f.String("request_id", wire.HeaderValue(r.Header, "X-Request-Id"))
+	f.String("request_id", wire.FirstValue(r.Header["X-Request-Id"]))
 	if held := rec.Held(); held > 0 {
 		// Part of duration_ms: the wait of a client that ignored Retry-After.
 		f.Float("held_ms", float64(held.Microseconds())/1000)

@@ -151,9 +151,9 @@ func UpstreamAnswered(span trace.Span, res *http.Response, cut bool) {
 		return
 	}
 	span.SetAttributes(attrHTTPStatus.Int(res.StatusCode))
-	status := wire.HeaderValue(res.Trailer, "Grpc-Status")
+	status := wire.FirstValue(res.Trailer["Grpc-Status"])
 	if status == "" {
-		status = wire.HeaderValue(res.Header, "Grpc-Status")
+		status = wire.FirstValue(res.Header["Grpc-Status"])
 	}
 	if n, err := strconv.Atoi(status); err == nil {
 		span.SetAttributes(attrGRPCStatus.Int(n))

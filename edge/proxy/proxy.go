@@ -345,12 +345,12 @@ func (b *bufferPool) Put(x []byte) { b.pool.Put(&x) }
 func Deadline(r *http.Request, c wire.Call, max time.Duration) time.Duration {
 	d := max
 	if grpcTimeout(c) {
-		if t, ok := parseGRPCTimeout(wire.HeaderValue(r.Header, "Grpc-Timeout")); ok && t < d {
+		if t, ok := parseGRPCTimeout(wire.FirstValue(r.Header["Grpc-Timeout"])); ok && t < d {
 			d = t
 		}
 		return d
 	}
-	if v := wire.HeaderValue(r.Header, "Connect-Timeout-Ms"); v != "" && len(v) <= 10 {
+	if v := wire.FirstValue(r.Header["Connect-Timeout-Ms"]); v != "" && len(v) <= 10 {
 		if ms, err := strconv.ParseInt(v, 10, 64); err == nil && ms > 0 {
 			if t := time.Duration(ms) * time.Millisecond; t < d {
 				d = t

@@ -117,7 +117,7 @@ func (c *Call) fromContentType(h http.Header) bool {
 		return false
 	}
 	c.Protocol, c.JSON, c.UnaryConnect = m.Protocol, m.JSON, m.Unary
-	if c.Protocol == HTTP && HeaderValue(h, "Connect-Protocol-Version") != "" {
+	if c.Protocol == HTTP && FirstValue(h["Connect-Protocol-Version"]) != "" {
 		c.Protocol = Connect
 	}
 	return true

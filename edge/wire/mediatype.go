@@ -47,7 +47,7 @@ func init() {
 // MediaOf is what the Content-Type of h says (read by MediaType); ok is
 // false for a media type the edge does not serve.
 func MediaOf(h http.Header) (Media, bool) {
-	ct := HeaderValue(h, "Content-Type")
+	ct := FirstValue(h["Content-Type"])
 	if m, ok := mediaTypes[ct]; ok {
 		return m, true // what clients send: one lookup (see MediaType)
 	}
@@ -84,7 +84,7 @@ var acceptPost = func() string {
 // idempotency fingerprint, the operator API) and an answer's (the end of a
 // stream the edge cuts).
 func MediaType(h http.Header) (mt string, ok bool) {
-	ct := HeaderValue(h, "Content-Type")
+	ct := FirstValue(h["Content-Type"])
 	if _, plain := mediaTypes[ct]; plain {
 		// What clients send, as ParseMediaType would return it, without
 		// its lowering and parameter map (4,000 instructions a call).

@@ -107,20 +107,20 @@ func Of(c Call, a Answer) (connect.Code, Ending) {
 	}
 	switch {
 	case c.Protocol == GRPC:
-		s := HeaderValue(a.Trailer, "Grpc-Status")
+		s := FirstValue(a.Trailer["Grpc-Status"])
 		if s == "" {
 			// Trailers a handler set without declaring them first.
 			s = a.Trailer.Get(http.TrailerPrefix + "Grpc-Status")
 		}
 		if s == "" {
-			s = HeaderValue(a.Header, "Grpc-Status") // trailers-only
+			s = FirstValue(a.Header["Grpc-Status"]) // trailers-only
 		}
 		if s == "" && a.Status != http.StatusOK {
 			return HTTPCode(a.Status), Whole
 		}
 		return grpcCode(s)
 	case c.Protocol == GRPCWeb:
-		if s := HeaderValue(a.Header, "Grpc-Status"); s != "" {
+		if s := FirstValue(a.Header["Grpc-Status"]); s != "" {
 			return grpcCode(s) // trailers-only
 		}
 		payload, code, end, ok := endFrame(a, "Grpc-Encoding")
@@ -148,7 +148,7 @@ func Of(c Call, a Answer) (connect.Code, Ending) {
 	}
 	// Connect unary and plain HTTP/JSON: the status, and the body's code
 	// when it is an error.
-	if cl := HeaderValue(a.Header, "Content-Length"); cl != "" && cl != strconv.FormatInt(a.Written, 10) {
+	if cl := FirstValue(a.Header["Content-Length"]); cl != "" && cl != strconv.FormatInt(a.Written, 10) {
 		return 0, CutShort
 	}
 	if a.Status == http.StatusOK {

@@ -26,7 +26,7 @@ func TextCall(r *http.Request) (suffix string, ok bool) {
 	}
 	// A cheap look first: every call of the API passes here, and only text
 	// calls need their media type read.
-	if ct := HeaderValue(r.Header, "Content-Type"); len(ct) < len(textType) || !strings.EqualFold(ct[:len(textType)], textType) {
+	if ct := FirstValue(r.Header["Content-Type"]); len(ct) < len(textType) || !strings.EqualFold(ct[:len(textType)], textType) {
 		return "", false
 	}
 	m, ok := MediaOf(r.Header)

@@ -41,7 +41,7 @@ func UnaryMessage(c Call, res *http.Response, body []byte, read Reading, msg pro
 	case read.Code != OK:
 		return ErrFailed
 	}
-	if enc := HeaderValue(res.Header, "Content-Encoding"); enc != "" && enc != "identity" {
+	if enc := FirstValue(res.Header["Content-Encoding"]); enc != "" && enc != "identity" {
 		// Connect unary and HTTP/JSON: the whole body. (gRPC and gRPC-Web
 		// compress per message, under Grpc-Encoding; a Content-Encoding on
 		// them would be an HTTP layer the Transport undoes.)
@@ -60,7 +60,7 @@ func UnaryMessage(c Call, res *http.Response, body []byte, read Reading, msg pro
 			return fmt.Errorf("wire: gRPC answer is not one message (%d frames)", f.Started())
 		}
 		var err error
-		if payload, err = open(f.firstFlags, f.first, HeaderValue(res.Header, "Grpc-Encoding")); err != nil {
+		if payload, err = open(f.firstFlags, f.first, FirstValue(res.Header["Grpc-Encoding"])); err != nil {
 			return err
 		}
 	case GRPCWeb:
@@ -82,7 +82,7 @@ func UnaryMessage(c Call, res *http.Response, body []byte, read Reading, msg pro
 			return ErrFailed // a success without its message: nothing to read
 		}
 		var err error
-		if payload, err = open(f.firstFlags, f.first, HeaderValue(res.Header, "Grpc-Encoding")); err != nil {
+		if payload, err = open(f.firstFlags, f.first, FirstValue(res.Header["Grpc-Encoding"])); err != nil {
 			return err
 		}
 	default:
