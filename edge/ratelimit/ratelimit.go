@@ -560,8 +560,7 @@ func decode(req Request, k keys, v []int64) (verdict, error) {
 	if len(v) != 4+4*len(req.Limits) {
 		return verdict{}, fmt.Errorf("ratelimit: script answered %d values for %d limits", len(v), len(req.Limits))
 	}
-	n := func(i int) int64 { return v[i] }
-	d := verdict{Decision: Decision{Allowed: n(0) == 1, Source: SourceRedis, Today: n(2), Month: n(3)}}
+	d := verdict{Decision: Decision{Allowed: v[0] == 1, Source: SourceRedis, Today: v[2], Month: v[3]}}
 	if states := len(req.Limits) + min(req.Daily, 1); states > 0 { // one allocation each, not one per append
 		d.States, d.retry = make([]State, 0, states), make([]time.Duration, 0, states)
 	}
@@ -584,11 +583,11 @@ func decode(req Request, k keys, v []int64) (verdict, error) {
 		// Durations come as whole nanoseconds (allow.lua).
 		add(State{
 			Name: lim.Name, Limit: lim.Rate, Burst: lim.Burst, Window: lim.Period,
-			Remaining: int(n(at + 1)), ResetAfter: time.Duration(n(at + 3)),
-		}, n(at) == 1, time.Duration(n(at+2)))
+			Remaining: int(v[at+1]), ResetAfter: time.Duration(v[at+3]),
+		}, v[at] == 1, time.Duration(v[at+2]))
 	}
 	if req.Daily > 0 {
-		add(k.dailyState(req.Daily, d.Today), n(1) == 1, k.midnight.Sub(k.now))
+		add(k.dailyState(req.Daily, d.Today), v[1] == 1, k.midnight.Sub(k.now))
 	}
 	return d, nil
 }
