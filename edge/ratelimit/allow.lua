@@ -36,14 +36,18 @@
 -- KEYS[2]     the older layout's counter for the day
 -- KEYS[3]     the older layout's counter for the month
 -- KEYS[3+i]   the older layout's TAT of limit i
--- ARGV[1]     n, the number of GCRA limits
--- ARGV[2]     cost
--- ARGV[3]     daily cap, 0 for none
--- ARGV[4]     seconds the subject's hash lives (until a day after the month)
--- ARGV[5]     the policy this request is charged under ("" for none)
--- ARGV[6]     today's field, ARGV[7] this month's field
--- ARGV[8]     the oldest day field kept, ARGV[9] the oldest month field kept
--- ARGV[6+4i .. 9+4i]   name, burst, rate, period (seconds) of limit i
+-- ARGV[1]     the numbers and fields below (args), separated by single
+--             spaces: one argument, not one each, because the edge writes
+--             a value at a tenth of the cost as part of one
+--   args[1]   n, the number of GCRA limits
+--   args[2]   cost
+--   args[3]   daily cap, 0 for none
+--   args[4]   seconds the subject's hash lives (until a day after the month)
+--   args[5]   today's field, args[6] this month's field
+--   args[7]   the oldest day field kept, args[8] the oldest month field kept
+--   args[6+3i .. 8+3i]   burst, rate, period (seconds) of limit i
+-- ARGV[2]     the policy this request is charged under ("" for none)
+-- ARGV[2+i]   the name of limit i
 --
 -- Returns {allowed, daily_refused, today, month} followed, for each limit, by
 -- {refused, remaining, retry_after, reset_after}, and, for cost 0 only, the
@@ -55,9 +59,13 @@
 -- this script has side-effects, so it requires replicate commands mode
 redis.replicate_commands()
 
-local n = tonumber(ARGV[1])
-local cost = tonumber(ARGV[2])
-local cap = tonumber(ARGV[3])
+local args = {}
+for v in string.gmatch(ARGV[1], "%S+") do
+  args[#args + 1] = v
+end
+local n = tonumber(args[1])
+local cost = tonumber(args[2])
+local cap = tonumber(args[3])
 local peek = cost == 0
 local hash = KEYS[1]
 
@@ -71,12 +79,12 @@ now = (now[1] - jan_1_2017) + (now[2] / 1000000)
 -- and the month's counts.
 local fields = {}
 for i = 1, n do
-  local name = ARGV[6 + 4 * i]
+  local name = ARGV[2 + i]
   fields[2 * i - 1] = "t:" .. name
   fields[2 * i] = "i:" .. name
 end
 local at = 2 * n
-fields[at + 1], fields[at + 2], fields[at + 3] = "p", ARGV[6], ARGV[7]
+fields[at + 1], fields[at + 2], fields[at + 3] = "p", args[5], args[6]
 local state = redis.call("HMGET", hash, unpack(fields))
 
 -- The day's first request on this layout: the older one's counts and TATs
@@ -96,9 +104,9 @@ local l = {}
 -- whether the TAT read was converted to the numbers in force.
 local interval, converted = {}, {}
 for i = 1, n do
-  local burst = ARGV[7 + 4 * i]
-  local rate = ARGV[8 + 4 * i]
-  local period = ARGV[9 + 4 * i]
+  local burst = args[6 + 3 * i]
+  local rate = args[7 + 3 * i]
+  local period = args[8 + 3 * i]
 
   local emission_interval = period / rate
   local increment = emission_interval * cost
@@ -160,7 +168,7 @@ end
 
 -- expire gives the hash its lifetime, at least as long as its furthest TAT.
 local function expire()
-  local ttl = tonumber(ARGV[4])
+  local ttl = tonumber(args[4])
   if furthest > ttl then
     ttl = math.ceil(furthest)
   end
@@ -211,7 +219,7 @@ end
 result[1] = 1
 result[3] = today + cost
 result[4] = month + cost
-hset[1], hset[2], hset[3], hset[4] = ARGV[6], result[3], ARGV[7], result[4]
+hset[1], hset[2], hset[3], hset[4] = args[5], result[3], args[6], result[4]
 for i = 1, n do
   local b = 6 * i - 6
   local new_tat = l[b + 2]
@@ -220,7 +228,7 @@ for i = 1, n do
   result[r + 1], result[r + 2], result[r + 3], result[r + 4] =
     0, math.floor(l[b + 4]), -1e9, ns(new_tat - now)
 end
-local policy = ARGV[5]
+local policy = ARGV[2]
 if policy ~= "" and state[at + 1] ~= policy then
   hset[#hset + 1] = "p"
   hset[#hset + 1] = policy
@@ -237,7 +245,7 @@ if older then
   for j = 1, #all, 2 do
     local f = all[j]
     local kind = string.sub(f, 1, 2)
-    if (kind == "d:" and f < ARGV[8]) or (kind == "m:" and f < ARGV[9]) or
+    if (kind == "d:" and f < args[7]) or (kind == "m:" and f < args[8]) or
         (kind == "t:" and tonumber(all[j + 1]) <= now) then
       past[#past + 1] = f
     end
