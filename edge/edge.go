@@ -163,7 +163,10 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request, b *begun) {
 	b.rec = call.NewRecorder(w, b.c)
 	var ctx context.Context
 	ctx, b.span = s.tracing.StartServer(r, b.c)
-	b.r = r.WithContext(ctx)
+	b.r = r
+	if ctx != r.Context() { // a span began: not when tracing is off
+		b.r = r.WithContext(ctx)
+	}
 }
 
 // finish counts, traces and logs a call once it is over. (Apart from
