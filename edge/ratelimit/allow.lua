@@ -36,9 +36,11 @@
 -- KEYS[2]     the older layout's counter for the day
 -- KEYS[3]     the older layout's counter for the month
 -- KEYS[3+i]   the older layout's TAT of limit i
--- ARGV[1]     the numbers and fields below (args), separated by single
---             spaces: one argument, not one each, because the edge writes
---             a value at a tenth of the cost as part of one
+-- ARGV[1]     the numbers and fields below (args), as one JSON array that
+--             cjson decodes: one argument, not one each, because the edge
+--             writes an argument at about 300 instructions and a value of
+--             the array at a tenth of that, and the numbers arrive as
+--             numbers (the doubles go-redis's formatting gave before)
 --   args[1]   n, the number of GCRA limits
 --   args[2]   cost
 --   args[3]   daily cap, 0 for none
@@ -59,10 +61,7 @@
 -- this script has side-effects, so it requires replicate commands mode
 redis.replicate_commands()
 
-local args = {}
-for v in string.gmatch(ARGV[1], "%S+") do
-  args[#args + 1] = v
-end
+local args = cjson.decode(ARGV[1])
 local n = tonumber(args[1])
 local cost = tonumber(args[2])
 local cap = tonumber(args[3])
