@@ -112,11 +112,10 @@ for i = 1, n do
   local burst_offset = emission_interval * burst
   interval[i] = tostring(emission_interval)
 
-  local tat = state[2 * i - 1] or before[2 + i]
-  if not tat or tonumber(tat) <= now then
+  local tat = tonumber(state[2 * i - 1] or before[2 + i]) -- nil when none
+  if not tat or tat <= now then
     tat = now
   else
-    tat = tonumber(tat)
     local was = state[2 * i]
     if was and was ~= interval[i] then
       tat = now + (tat - now) / tonumber(was) * emission_interval
