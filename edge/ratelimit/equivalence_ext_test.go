@@ -44,6 +44,14 @@ var equivalenceCases = []struct {
 	{"CostAboveBurstNeverPasses", ratelimit.Limit{Name: "small", Rate: 5, Period: time.Minute, Burst: 5}, []step{
 		{0, 6, 2}, {time.Hour, 6, 2}, {0, 5, 2},
 	}},
+	// A period that is not whole seconds reaches the script as a fraction
+	// ("1.5", "0.35" in its JSON arguments): the same doubles as redis_rate's.
+	{"FractionalPeriods", ratelimit.Limit{Name: "frac", Rate: 3, Period: 1500 * time.Millisecond, Burst: 2}, []step{
+		{0, 1, 4}, {100 * time.Millisecond, 1, 10}, {499 * time.Millisecond, 1, 10}, {700 * time.Millisecond, 1, 6},
+	}},
+	{"TinyFractionalPeriod", ratelimit.Limit{Name: "tiny", Rate: 7, Period: 350 * time.Millisecond, Burst: 4}, []step{
+		{0, 1, 6}, {time.Millisecond, 1, 20}, {49 * time.Millisecond, 1, 12}, {51 * time.Millisecond, 2, 12},
+	}},
 	{"OperationLimitTenPerMinute", createOp, []step{
 		{0, 1, 12}, {5 * time.Second, 1, 12}, {6 * time.Second, 1, 12}, {59 * time.Second, 1, 12},
 	}},
