@@ -503,14 +503,14 @@ func (k keys) appendArgs(dst []any, req Request) []any {
 	v := &argValues{policy: req.Policy}
 	var a [256]byte // one call's numbers, for the usual few limits
 	b := strconv.AppendInt(append(a[:0], '['), int64(len(req.Limits)), 10)
-	b = appendArg(b, int64(req.Cost))
-	b = appendArg(b, int64(req.Daily))
-	b = appendArg(b, k.ttl(k.monthEnd, 24*time.Hour))
+	b = appendNumber(b, int64(req.Cost))
+	b = appendNumber(b, int64(req.Daily))
+	b = appendNumber(b, k.ttl(k.monthEnd, 24*time.Hour))
 	b = append(b, k.fieldArgs...) // ,"dayField","monthField","oldestDay","oldestMonth"
 	for i := range req.Limits {
 		lim := &req.Limits[i]
-		b = appendArg(b, int64(lim.Burst))
-		b = appendArg(b, int64(lim.Rate))
+		b = appendNumber(b, int64(lim.Burst))
+		b = appendNumber(b, int64(lim.Rate))
 		b = strconv.AppendFloat(append(b, ','), lim.Period.Seconds(), 'f', -1, 64)
 	}
 	v.packed = string(append(b, ']'))
@@ -521,7 +521,8 @@ func (k keys) appendArgs(dst []any, req Request) []any {
 	return dst
 }
 
-func appendArg(b []byte, n int64) []byte {
+// appendNumber appends n to the JSON array b, after a comma.
+func appendNumber(b []byte, n int64) []byte {
 	return strconv.AppendInt(append(b, ','), n, 10)
 }
 
