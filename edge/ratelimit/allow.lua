@@ -39,8 +39,8 @@
 -- ARGV[1]     the numbers and fields below (args), as one JSON array that
 --             cjson decodes: one argument, not one each, because the edge
 --             writes an argument at about 300 instructions and a value of
---             the array at a tenth of that, and the numbers arrive as
---             numbers (the doubles go-redis's formatting gave before)
+--             the array at a tenth of that; the numbers arrive as numbers,
+--             the same doubles as redis_rate's arguments give
 --   args[1]   n, the number of GCRA limits
 --   args[2]   cost
 --   args[3]   daily cap, 0 for none
@@ -62,9 +62,7 @@
 redis.replicate_commands()
 
 local args = cjson.decode(ARGV[1])
-local n = tonumber(args[1])
-local cost = tonumber(args[2])
-local cap = tonumber(args[3])
+local n, cost, cap = args[1], args[2], args[3]
 local peek = cost == 0
 local hash = KEYS[1]
 
@@ -166,7 +164,7 @@ end
 
 -- expire gives the hash its lifetime, at least as long as its furthest TAT.
 local function expire()
-  local ttl = tonumber(args[4])
+  local ttl = args[4]
   if furthest > ttl then
     ttl = math.ceil(furthest)
   end
