@@ -11,9 +11,25 @@
 set -u
 D=${1:-$PWD}; PORT=${PORT:-26400}; RUNS=${RUNS:-3}; W=$(mktemp -d /tmp/ricount.XXXX)
 command -v valgrind >/dev/null || { echo "FAIL: valgrind missing (apt-get install valgrind)"; exit 1; }
-(cd $D && go test -c -o $W/rl.test ./edge/ratelimit/) || exit 1
+cleanup() { [ -n "${RP:-}" ] && kill "$RP" 2>/dev/null && wait "$RP" 2>/dev/null; rm -rf "$W"; }
+trap cleanup EXIT
+(cd "$D" && go test -c -o $W/rl.test ./edge/ratelimit/) || { echo "FAIL: build"; exit 1; }
 valgrind --tool=callgrind --callgrind-out-file=$W/redis.out redis-server --port $PORT --bind 127.0.0.1 --save '' --appendonly no >$W/redis.log 2>&1 & RP=$!
 for _ in $(seq 1 100); do redis-cli -p $PORT ping >/dev/null 2>&1 && break; sleep 0.3; done
-run() { callgrind_control -z $RP >/dev/null 2>&1; (cd $D/edge/ratelimit && TEST_REDIS_ADDR=127.0.0.1:$PORT $W/rl.test -test.run XXX -test.bench AllowRealRedis -test.benchtime ${1}x >/dev/null); callgrind_control -d $RP >/dev/null 2>&1; sleep 0.5; f=$(ls -t $W/redis.out.* | head -1); awk '/^totals:/{print $2}' $f; }
-for r in $(seq 1 "$RUNS"); do a=$(run 1000); b=$(run 5000); echo "run $r: $(( (b - a) / 4000 )) instructions a call in redis-server"; done
-kill $RP; wait $RP 2>/dev/null; rm -rf $W
+redis-cli -p $PORT ping >/dev/null 2>&1 || { echo "FAIL: redis-server under callgrind never answered on :$PORT"; exit 1; }
+# run CALLS K: the instructions redis-server spent while the benchmark made
+# CALLS calls, read from callgrind's K-th dump (redis.out.K), which
+# callgrind_control has written when it returns.
+run() {
+  callgrind_control -z $RP >/dev/null 2>&1
+  (cd "$D/edge/ratelimit" && TEST_REDIS_ADDR=127.0.0.1:$PORT $W/rl.test -test.run XXX -test.bench AllowRealRedis -test.benchtime ${1}x >$W/bench.log 2>&1) ||
+    { echo "FAIL: the benchmark failed:" >&2; cat $W/bench.log >&2; return 1; }
+  callgrind_control -d $RP >/dev/null 2>&1 || { echo "FAIL: callgrind_control -d" >&2; return 1; }
+  awk '/^totals:/{print $2; found=1} END{exit !found}' $W/redis.out.$2 || { echo "FAIL: no totals in dump $2" >&2; return 1; }
+}
+k=0
+for r in $(seq 1 "$RUNS"); do
+  k=$((k + 1)); a=$(run 1000 $k) || exit 1
+  k=$((k + 1)); b=$(run 5000 $k) || exit 1
+  echo "run $r: $(( (b - a) / 4000 )) instructions a call in redis-server"
+done
