@@ -556,7 +556,8 @@ func (k keys) ttl(end time.Time, grace time.Duration) int64 {
 
 // verdict is a Decision of Redis with, for each of its States, the time
 // after which that limit would admit the request again (negative when it
-// did not refuse), for the refusal cache.
+// did not refuse), for the refusal cache; nil when the request was
+// allowed (Allow remembers only refusals).
 type verdict struct {
 	Decision
 	retry []time.Duration
@@ -568,8 +569,13 @@ func decode(req Request, k keys, v []int64) (verdict, error) {
 		return verdict{}, fmt.Errorf("ratelimit: script answered %d values for %d limits", len(v), len(req.Limits))
 	}
 	d := verdict{Decision: Decision{Allowed: v[0] == 1, Source: SourceRedis, Today: v[2], Month: v[3]}}
-	if states := len(req.Limits) + min(req.Daily, 1); states > 0 { // one allocation each, not one per append
-		d.States, d.retry = make([]State, 0, states), make([]time.Duration, 0, states)
+	// One allocation each, not one per append; retry only for a refusal
+	// (an admitted call's limits all admitted it: nothing to remember).
+	if states := len(req.Limits) + min(req.Daily, 1); states > 0 {
+		d.States = make([]State, 0, states)
+		if !d.Allowed {
+			d.retry = make([]time.Duration, 0, states)
+		}
 	}
 	if d.Allowed {
 		d.charged = charge{prefix: k.prefix, calendar: k.calendar, cost: req.Cost}
@@ -577,10 +583,14 @@ func decode(req Request, k keys, v []int64) (verdict, error) {
 	add := func(s State, refused bool, after time.Duration) {
 		d.States = append(d.States, s)
 		if !refused {
-			d.retry = append(d.retry, -1)
+			if d.retry != nil {
+				d.retry = append(d.retry, -1)
+			}
 			return
 		}
-		d.retry = append(d.retry, after)
+		if d.retry != nil {
+			d.retry = append(d.retry, after)
+		}
 		if d.Refused == "" || after > d.RetryAfter {
 			d.Refused, d.RetryAfter = s.Name, after
 		}
