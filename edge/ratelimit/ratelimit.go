@@ -253,9 +253,14 @@ func (l *Limiter) Allow(ctx context.Context, req Request) (Decision, error) {
 		l.stats.refusedCache.Add(1)
 		return d, nil
 	}
+	var sc *scriptCall
 	raw, err := callAsync(l, ctx, func(ctx context.Context, deadline time.Time) <-chan result[[]int64] {
-		return l.batch.run(ctx, deadline, k.command(req))
+		sc = l.batch.run(ctx, deadline, k.command(req))
+		return sc.done
 	})
+	if err == nil {
+		release(sc) // only its answer ends a call without an error
+	}
 	var v verdict
 	if err == nil {
 		v, err = decode(req, k, raw)
