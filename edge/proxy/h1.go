@@ -57,7 +57,7 @@ func newH1(addr string, dialTimeout time.Duration) *h1 {
 			if err != nil {
 				return nil, err
 			}
-			return &backendConn{Conn: c}, nil
+			return newBackendConn(c), nil
 		},
 		// No limit of their own beyond the backend's: as many connections
 		// as calls in flight, as http.Transport does.
@@ -164,8 +164,7 @@ func (t *h1) exchange(ctx context.Context, c *h1Call, res *fasthttp.Response, de
 		t.hc.CloseConn(cc)
 		return reused, false, err
 	}
-	var cut cutOnce
-	stop := context.AfterFunc(ctx, func() { cut.do(conn) })
+	stop := context.AfterFunc(ctx, cutterOf(conn))
 	bw := t.hc.AcquireWriter(conn)
 	err = c.write(bw)
 	if err == nil {
@@ -197,6 +196,16 @@ func (t *h1) exchange(ctx context.Context, c *h1Call, res *fasthttp.Response, de
 type backendConn struct {
 	net.Conn
 	backstop time.Time
+	// cut ends the call on the connection (see cutterOf): made once with
+	// the connection, not on every call.
+	cut     func()
+	cutOnce sync.Once
+}
+
+func newBackendConn(c net.Conn) *backendConn {
+	bc := &backendConn{Conn: c}
+	bc.cut = func() { bc.cutOnce.Do(func() { _ = c.SetDeadline(time.Unix(1, 0)) }) }
+	return bc
 }
 
 // SyscallConn is the connection's own, for closedWhileIdle.
@@ -238,12 +247,17 @@ func setBackstop(conn net.Conn, need time.Time) error {
 // system call, and a connection in use a moment ago is very likely open.
 var idleCheckAfter = time.Second
 
-// cutOnce closes a connection from the context's goroutine: its deadline
-// in the past makes the call's read or write return at once.
-type cutOnce struct{ once sync.Once }
-
-func (c *cutOnce) do(conn net.Conn) {
-	c.once.Do(func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
+// cutterOf returns what cuts conn from the context's goroutine when a
+// call's context ends: its deadline in the past makes the call's read or
+// write return at once. A connection that was cut is closed, never used
+// again (exchange), so a backendConn's cut, made with it, serves all its
+// calls; another connection gets one per call.
+func cutterOf(conn net.Conn) func() {
+	if bc, ok := conn.(*backendConn); ok && bc.cut != nil {
+		return bc.cut
+	}
+	var once sync.Once
+	return func() { once.Do(func() { _ = conn.SetDeadline(time.Unix(1, 0)) }) }
 }
 
 // closedBeforeAnswer reports an error of a connection that ended before
