@@ -183,3 +183,98 @@ func (h *slowHook) enter() (leave func()) {
 	time.Sleep(h.delay) // the slow Redis: this is what is measured, not a wait for a race
 	return func() { h.now.Add(-1) }
 }
+
+// A caller that gives up while its script is on the wire leaves the batch
+// its place, and no later call gets that script's answer: calls whose
+// callers left are answered into their own channels, never into a later
+// call's. Eight callers leave while their scripts wait (one on the wire,
+// seven queued behind it); eight more, on subjects of their own with a
+// burst of their own, come while the first are still held, and each gets
+// its own subject's decision.
+func TestALaterCallNeverGetsTheAnswerOfACallerThatLeft(t *testing.T) {
+	rdb := testenv.Redis(t)
+	l := ratelimit.New(rdb, ratelimit.Options{Timeout: 20 * time.Second})
+	prefix := testenv.Unique("left")
+	// Redis has the script first, and a few calls have come and gone.
+	for i := range 4 {
+		allow(t, l, ratelimit.Request{Subject: prefix + "warm" + strconv.Itoa(i), Limits: []ratelimit.Limit{{Name: "plan", Rate: 1, Period: time.Hour, Burst: 3}}})
+	}
+	gate := &gateHook{entered: make(chan struct{}), open: make(chan struct{})}
+	rdb.AddHook(gate)
+
+	ctx, leave := context.WithCancel(context.Background())
+	var left sync.WaitGroup
+	var errs atomic.Int64
+	for i := range 8 {
+		left.Go(func() {
+			_, err := l.Allow(ctx, ratelimit.Request{Subject: prefix + "gone" + strconv.Itoa(i), Limits: []ratelimit.Limit{{Name: "plan", Rate: 1, Period: time.Hour, Burst: 5}}})
+			if err != nil {
+				errs.Add(1)
+			}
+		})
+	}
+	<-gate.entered // the first script is on the wire, held there
+	leave()
+	left.Wait()
+	if n := errs.Load(); n != 8 {
+		t.Fatalf("%d of the 8 callers that left got an error, want all", n)
+	}
+
+	type got struct {
+		d   ratelimit.Decision
+		err error
+	}
+	var stayed sync.WaitGroup
+	answers := make([]got, 8)
+	for i := range answers {
+		stayed.Go(func() {
+			d, err := l.Allow(context.Background(), ratelimit.Request{Subject: prefix + "here" + strconv.Itoa(i), Limits: []ratelimit.Limit{{Name: "plan", Rate: 1, Period: time.Hour, Burst: 10 + i}}})
+			answers[i] = got{d, err}
+		})
+	}
+	close(gate.open)
+	stayed.Wait()
+	for i, a := range answers {
+		if a.err != nil {
+			t.Errorf("call %d: %v", i, a.err)
+			continue
+		}
+		s := state(t, a.d, "plan")
+		if !a.d.Allowed || s.Burst != 10+i || s.Remaining != 10+i-1 {
+			t.Errorf("call %d (burst %d): allowed %v, burst %d, remaining %d; want its own first call: allowed, burst %d, remaining %d",
+				i, 10+i, a.d.Allowed, s.Burst, s.Remaining, 10+i, 10+i-1)
+		}
+	}
+}
+
+// gateHook holds every round trip of the limit scripts until open is
+// closed; entered is closed when the first one arrives.
+type gateHook struct {
+	once          sync.Once
+	entered, open chan struct{}
+}
+
+func (h *gateHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *gateHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if isScript(cmd) {
+			h.wait()
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *gateHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if len(cmds) > 0 && isScript(cmds[0]) {
+			h.wait()
+		}
+		return next(ctx, cmds)
+	}
+}
+
+func (h *gateHook) wait() {
+	h.once.Do(func() { close(h.entered) })
+	<-h.open
+}
