@@ -330,12 +330,13 @@ func (s *Server) enter(w *call.Recorder, r *http.Request, max int64) bool {
 //go:noinline
 func (s *Server) admit(w *call.Recorder, r *http.Request, c wire.Call, e *ending) (*identity.Principal, *policy.Rule, *limits.Admission) {
 	pol := s.limits.Live()
-	if rule := pol.Table.Rule(c.Procedure); rule.Open {
+	rule := pol.Table.Rule(c.Procedure)
+	if rule.Open {
 		// No token to check and no subject to limit or charge: the
 		// call's bounds are the chain's others (docs/api.md, "Health").
 		return nil, rule, &limits.Admission{}
 	}
-	p, rule, refusal := s.authenticate(r, c, pol)
+	p, refusal := s.authenticate(r, c, rule)
 	if refusal != nil {
 		call.Refuse(w, r, refusal)
 		return p, rule, nil
@@ -427,10 +428,10 @@ func (s *Server) callContext(b *begun, p *identity.Principal, rule *policy.Rule,
 // backend end a stream before cutting it.
 const streamDeadlineGrace = time.Second
 
-// authenticate authenticates and authorizes the caller, in a span of its
-// own. It returns the refusal to answer, if any, and the principal when the
-// token was valid.
-func (s *Server) authenticate(r *http.Request, c wire.Call, pol *policy.Live) (*identity.Principal, *policy.Rule, *connect.Error) {
+// authenticate authenticates the caller and authorizes it under rule, the
+// call's, in a span of its own. It returns the refusal to answer, if any,
+// and the principal when the token was valid.
+func (s *Server) authenticate(r *http.Request, c wire.Call, rule *policy.Rule) (*identity.Principal, *connect.Error) {
 	ctx, span := s.tracing.Start(r.Context(), observe.SpanAuthenticate)
 	defer span.End()
 	p, err := s.auth.AuthenticateRequest(ctx, r)
@@ -439,19 +440,18 @@ func (s *Server) authenticate(r *http.Request, c wire.Call, pol *policy.Live) (*
 		if span.IsRecording() {
 			span.SetAttributes(observe.AttrAuthOutcome.String(refusal.Code().String()), observe.AttrAuthReason.String(authn.Reason(err)))
 		}
-		return nil, nil, refusal
+		return nil, refusal
 	}
-	rule := pol.Table.Rule(c.Procedure)
 	if refusal := rule.Refusal(p, c.Procedure); refusal != nil {
 		if span.IsRecording() {
 			span.SetAttributes(observe.AttrAuthOutcome.String("permission_denied"), observe.AttrAuthReason.String(policy.ReasonMissingRole))
 		}
-		return p, rule, refusal
+		return p, refusal
 	}
 	if span.IsRecording() {
 		span.SetAttributes(observe.AttrAuthOutcome.String("ok"))
 	}
-	return p, rule, nil
+	return p, nil
 }
 
 // idempotency runs the idempotency step, in a span of its own when the
