@@ -376,6 +376,23 @@ type keys struct {
 	// The day's: the hash's fields for it and its month, the oldest of
 	// each the hash keeps, the ends of the day and month windows.
 	*calendar
+	// buf holds script, ids and the call's command when the request has
+	// at most inlineLimits limits (nil otherwise): one allocation for
+	// them all, not four.
+	buf *callBuffers
+}
+
+// inlineLimits is how many limits a request may have for its keys and
+// command to share one allocation (callBuffers): a plan's and an
+// operation's.
+const inlineLimits = 2
+
+// callBuffers are the backing arrays of one call's keys and command.
+type callBuffers struct {
+	script [scriptSubjectKeys + inlineLimits]string
+	ids    [inlineLimits]limitID
+	args   argValues
+	cmd    [3 + scriptSubjectKeys + inlineLimits + 2 + inlineLimits]any // see command
 }
 
 // Names of keys beside the limits': the subject's hash, and the older
@@ -425,11 +442,17 @@ func keysFor(keyPrefix string, req Request, now time.Time) keys {
 		b.WriteString(name)
 		return b.String()[from:]
 	}
-	k := keys{now: now, calendar: c, ids: make([]limitID, 0, len(req.Limits))}
+	k := keys{now: now, calendar: c}
+	if len(req.Limits) <= inlineLimits {
+		k.buf = new(callBuffers)
+		k.ids, k.script = k.buf.ids[:0:len(req.Limits)], k.buf.script[:0:scriptSubjectKeys+len(req.Limits)]
+	} else {
+		k.ids, k.script = make([]limitID, 0, len(req.Limits)), make([]string, 0, scriptSubjectKeys+len(req.Limits))
+	}
 	k.hash, k.day, k.month = key(names[0]), key(names[1]), key(names[2])
 	k.prefix = k.hash[:pn]
 	// One slice, made here: each call to Redis passes it as it is.
-	k.script = append(make([]string, 0, scriptSubjectKeys+len(req.Limits)), k.hash, k.day, k.month)
+	k.script = append(k.script, k.hash, k.day, k.month)
 	for _, lim := range req.Limits {
 		key := key(lim.Name)
 		k.script = append(k.script, key)
@@ -505,7 +528,11 @@ func (k keys) args(req Request) []any {
 // go-redis formatted them (AppendInt, AppendFloat 'f' -1), so the script
 // computes with the same doubles.
 func (k keys) appendArgs(dst []any, req Request) []any {
-	v := &argValues{policy: req.Policy}
+	v := &argValues{}
+	if k.buf != nil {
+		v = &k.buf.args
+	}
+	v.policy = req.Policy
 	var a [256]byte // one call's numbers, for the usual few limits
 	b := strconv.AppendInt(append(a[:0], '['), int64(len(req.Limits)), 10)
 	b = appendNumber(b, int64(req.Cost))
@@ -539,7 +566,12 @@ type argValues struct {
 // command is the call's EVALSHA of the script, ready to send: the name and
 // hash boxed once, the keys as pointers into k.script.
 func (k keys) command(req Request) []any {
-	cmd := make([]any, 0, 3+len(k.script)+2+len(req.Limits))
+	var cmd []any
+	if n := 3 + len(k.script) + 2 + len(req.Limits); k.buf != nil {
+		cmd = k.buf.cmd[:0:n]
+	} else {
+		cmd = make([]any, 0, n)
+	}
 	cmd = append(cmd, evalshaName, allowSHA, len(k.script))
 	for i := range k.script {
 		cmd = append(cmd, &k.script[i])
