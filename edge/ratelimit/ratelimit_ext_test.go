@@ -85,6 +85,49 @@ func TestRefusedByOperationLimitLeavesThePlanUntouched(t *testing.T) {
 	})
 }
 
+// A request may carry more limits than a call's usual two (the operator
+// API peeks at every operation's at once): each is its own, and the one
+// that runs out refuses, in Allow and in Peek alike.
+func TestEachOfManyLimitsIsItsOwn(t *testing.T) {
+	forEachRedis(t, func(t *testing.T, rdb redis.UniversalClient) {
+		l := ratelimit.New(rdb, ratelimit.Options{RefusalCache: -1})
+		lims := []ratelimit.Limit{
+			// Hourly rates: nothing refills while the test runs, however
+			// slow the machine.
+			{Name: "plan", Rate: 60, Period: time.Hour, Burst: 50},
+			{Name: "op:A", Rate: 30, Period: time.Hour, Burst: 20},
+			{Name: "op:B", Rate: 1, Period: time.Hour, Burst: 3},
+			{Name: "op:C", Rate: 10, Period: time.Hour, Burst: 10},
+		}
+		req := ratelimit.Request{Subject: testenv.Unique("many"), Limits: lims, Daily: 1000}
+		for i := range 3 {
+			d := allow(t, l, req)
+			if !d.Allowed || len(d.States) != 5 {
+				t.Fatalf("request %d: %+v, want allowed with a state per limit and the daily cap", i+1, d)
+			}
+			for _, lim := range lims {
+				if s := state(t, d, lim.Name); s.Burst != lim.Burst || s.Remaining != lim.Burst-i-1 {
+					t.Fatalf("request %d: %s state %+v, want %d remaining of its burst of %d", i+1, lim.Name, s, lim.Burst-i-1, lim.Burst)
+				}
+			}
+		}
+		d := allow(t, l, req)
+		if d.Allowed || d.Refused != "op:B" {
+			t.Fatalf("4th request: %+v, want refused by op:B", d)
+		}
+		p, err := l.Peek(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := state(t, p, "op:B"); s.Remaining != 0 {
+			t.Fatalf("peek: op:B %+v, want none remaining", s)
+		}
+		if s := state(t, p, "op:C"); s.Remaining != 7 {
+			t.Fatalf("peek: op:C %+v, want 7 remaining (the refusal consumed nothing)", s)
+		}
+	})
+}
+
 func TestDailyCapRefusesUntilUTCMidnightThenTheNextDayPasses(t *testing.T) {
 	forEachRedis(t, func(t *testing.T, rdb redis.UniversalClient) {
 		edge := newClock(time.Date(2026, 11, 22, 23, 0, 0, 0, time.UTC))
