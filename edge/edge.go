@@ -154,13 +154,9 @@ type begun struct {
 func (s *Server) begin(w http.ResponseWriter, r *http.Request, b *begun) {
 	b.start = time.Now()
 	id := call.RequestID(wire.FirstValue(r.Header["X-Request-Id"]))
-	// One slice for both headers: with no room to grow, an append to
-	// either copies it.
-	ids := []string{id}
-	r.Header["X-Request-Id"] = ids[:1:1]
-	w.Header()["X-Request-Id"] = ids[:1:1]
 	b.c, b.problem = wire.Classify(r, s.procs)
 	b.rec = call.NewRecorder(w, b.c)
+	b.rec.Name(r, id)
 	var ctx context.Context
 	ctx, b.span = s.tracing.StartServer(r, b.c)
 	b.r = r

@@ -24,6 +24,9 @@ const MaxErrorBody = 64 << 10
 type Recorder struct {
 	http.ResponseWriter
 	status int
+	// id backs the call's X-Request-Id, on the request and on the answer
+	// (Name).
+	id [1]string
 	// ended is the edge's own answer to the call, or how it ended a
 	// stream it had begun (End); own: the edge answers the call itself
 	// (AnswersItself), so its answer is the edge's, not the backend's.
@@ -69,6 +72,16 @@ type Recorder struct {
 // NewRecorder records what goes out to w for call c.
 func NewRecorder(w http.ResponseWriter, c wire.Call) *Recorder {
 	return &Recorder{ResponseWriter: w, frames: wire.NewFrames(c), streaming: c.Streaming}
+}
+
+// Name gives the call its request id (RequestID): X-Request-Id on the
+// request, toward the backend, and on the answer, one value that both
+// headers share, held by the Recorder (no allocation of its own). With no
+// room to grow, an append to either header copies it.
+func (r *Recorder) Name(req *http.Request, id string) {
+	r.id[0] = id
+	req.Header["X-Request-Id"] = r.id[:1:1]
+	r.ResponseWriter.Header()["X-Request-Id"] = r.id[:1:1]
 }
 
 // Status is the HTTP status that went out (0: none yet).
