@@ -528,9 +528,11 @@ func (k keys) args(req Request) []any {
 // go-redis formatted them (AppendInt, AppendFloat 'f' -1), so the script
 // computes with the same doubles.
 func (k keys) appendArgs(dst []any, req Request) []any {
-	v := &argValues{}
+	var v *argValues
 	if k.buf != nil {
 		v = &k.buf.args
+	} else {
+		v = new(argValues)
 	}
 	v.policy = req.Policy
 	var a [256]byte // one call's numbers, for the usual few limits
