@@ -22,7 +22,7 @@ func (d *deadlines) SetDeadline(t time.Time) error {
 // moment apart share one, and no call ever has a backstop before its own.
 func TestTheBackstopIsSetAgainOnlyOutsideItsSlack(t *testing.T) {
 	d := &deadlines{}
-	c := &backendConn{Conn: d}
+	c := newBackendConn(d)
 	t0 := time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC)
 	for i, step := range []struct {
 		need time.Time

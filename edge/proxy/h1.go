@@ -198,14 +198,11 @@ type backendConn struct {
 	backstop time.Time
 	// cut ends the call on the connection (see cutterOf): made once with
 	// the connection, not on every call.
-	cut     func()
-	cutOnce sync.Once
+	cut func()
 }
 
 func newBackendConn(c net.Conn) *backendConn {
-	bc := &backendConn{Conn: c}
-	bc.cut = func() { bc.cutOnce.Do(func() { _ = c.SetDeadline(time.Unix(1, 0)) }) }
-	return bc
+	return &backendConn{Conn: c, cut: cutter(c)}
 }
 
 // SyscallConn is the connection's own, for closedWhileIdle.
@@ -248,14 +245,19 @@ func setBackstop(conn net.Conn, need time.Time) error {
 var idleCheckAfter = time.Second
 
 // cutterOf returns what cuts conn from the context's goroutine when a
-// call's context ends: its deadline in the past makes the call's read or
-// write return at once. A connection that was cut is closed, never used
+// call's context ends. A connection that was cut is closed, never used
 // again (exchange), so a backendConn's cut, made with it, serves all its
 // calls; another connection gets one per call.
 func cutterOf(conn net.Conn) func() {
-	if bc, ok := conn.(*backendConn); ok && bc.cut != nil {
+	if bc, ok := conn.(*backendConn); ok {
 		return bc.cut
 	}
+	return cutter(conn)
+}
+
+// cutter returns a function that cuts conn once: its deadline in the past
+// makes the call's read or write return at once.
+func cutter(conn net.Conn) func() {
 	var once sync.Once
 	return func() { once.Do(func() { _ = conn.SetDeadline(time.Unix(1, 0)) }) }
 }
