@@ -622,16 +622,12 @@ func decode(req Request, k keys, v []int64) (verdict, error) {
 	add := func(s State, refused bool, after time.Duration) {
 		d.States = append(d.States, s)
 		if !refused {
-			if d.retry != nil {
-				d.retry = append(d.retry, -1)
-			}
-			return
+			after = -1
+		} else if d.Refused == "" || after > d.RetryAfter {
+			d.Refused, d.RetryAfter = s.Name, after
 		}
 		if d.retry != nil {
 			d.retry = append(d.retry, after)
-		}
-		if d.Refused == "" || after > d.RetryAfter {
-			d.Refused, d.RetryAfter = s.Name, after
 		}
 	}
 	for i, lim := range req.Limits {
