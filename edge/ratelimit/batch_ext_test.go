@@ -116,7 +116,7 @@ func TestASlowRedisGetsSeveralPipelinesAtOnce(t *testing.T) {
 	// finds none (a fresh server) would add round trips of its own.
 	allow(t, l, ratelimit.Request{Subject: prefix + "warm", Limits: []ratelimit.Limit{limit}})
 	slow := &slowHook{delay: 200 * time.Millisecond}
-	rdb.AddHook(slow)
+	rdb.AddHook(aroundScripts(slow.enter))
 	var failed atomic.Int64
 	together(120, func(i int) {
 		d, err := l.Allow(context.Background(), ratelimit.Request{Subject: prefix + strconv.Itoa(i), Limits: []ratelimit.Limit{limit}})
@@ -149,21 +149,34 @@ type slowHook struct {
 	now, most, total atomic.Int64
 }
 
-func (h *slowHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *slowHook) enter() (leave func()) {
+	h.total.Add(1)
+	n := h.now.Add(1)
+	for m := h.most.Load(); n > m && !h.most.CompareAndSwap(m, n); m = h.most.Load() {
+	}
+	time.Sleep(h.delay) // the slow Redis: this is what is measured, not a wait for a race
+	return func() { h.now.Add(-1) }
+}
 
-func (h *slowHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+// aroundScripts is a go-redis hook that runs around each round trip of
+// the limit scripts: before it, and the function it returns after it.
+type aroundScripts func() (after func())
+
+func (h aroundScripts) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h aroundScripts) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		if isScript(cmd) {
-			defer h.enter()()
+			defer h()()
 		}
 		return next(ctx, cmd)
 	}
 }
 
-func (h *slowHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+func (h aroundScripts) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		if len(cmds) > 0 && isScript(cmds[0]) {
-			defer h.enter()()
+			defer h()()
 		}
 		return next(ctx, cmds)
 	}
@@ -173,15 +186,6 @@ func (h *slowHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 // handshake, which runs inside the first round trip on it.
 func isScript(cmd redis.Cmder) bool {
 	return cmd.Name() == "evalsha" || cmd.Name() == "eval"
-}
-
-func (h *slowHook) enter() (leave func()) {
-	h.total.Add(1)
-	n := h.now.Add(1)
-	for m := h.most.Load(); n > m && !h.most.CompareAndSwap(m, n); m = h.most.Load() {
-	}
-	time.Sleep(h.delay) // the slow Redis: this is what is measured, not a wait for a race
-	return func() { h.now.Add(-1) }
 }
 
 // A caller that gives up while its script is on the wire leaves the batch
@@ -200,7 +204,7 @@ func TestALaterCallNeverGetsTheAnswerOfACallerThatLeft(t *testing.T) {
 		allow(t, l, ratelimit.Request{Subject: prefix + "warm" + strconv.Itoa(i), Limits: []ratelimit.Limit{{Name: "plan", Rate: 1, Period: time.Hour, Burst: 3}}})
 	}
 	gate := &gateHook{entered: make(chan struct{}), open: make(chan struct{})}
-	rdb.AddHook(gate)
+	rdb.AddHook(aroundScripts(gate.wait))
 
 	ctx, leave := context.WithCancel(context.Background())
 	var left sync.WaitGroup
@@ -254,27 +258,8 @@ type gateHook struct {
 	entered, open chan struct{}
 }
 
-func (h *gateHook) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h *gateHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		if isScript(cmd) {
-			h.wait()
-		}
-		return next(ctx, cmd)
-	}
-}
-
-func (h *gateHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		if len(cmds) > 0 && isScript(cmds[0]) {
-			h.wait()
-		}
-		return next(ctx, cmds)
-	}
-}
-
-func (h *gateHook) wait() {
+func (h *gateHook) wait() (after func()) {
 	h.once.Do(func() { close(h.entered) })
 	<-h.open
+	return func() {}
 }
