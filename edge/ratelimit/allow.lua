@@ -47,7 +47,11 @@
 --   args[4]   seconds the subject's hash lives (until a day after the month)
 --   args[5]   today's field, args[6] this month's field
 --   args[7]   the oldest day field kept, args[8] the oldest month field kept
---   args[6+3i .. 8+3i]   burst, rate, period (seconds) of limit i
+--   args[5+4i .. 7+4i]   burst, rate, period (seconds) of limit i
+--   args[8+4i]           limit i's emission interval (period / rate) as
+--             tostring writes it (%.14g): the edge formats it (Go's
+--             strconv gives the same string), since Lua's tostring costs
+--             Redis a sprintf of its own, 3,000 instructions a limit
 -- ARGV[2]     the policy this request is charged under ("" for none)
 -- ARGV[2+i]   the name of limit i
 --
@@ -101,14 +105,14 @@ local l = {}
 -- whether the TAT read was converted to the numbers in force.
 local interval, converted = {}, {}
 for i = 1, n do
-  local burst = args[6 + 3 * i]
-  local rate = args[7 + 3 * i]
-  local period = args[8 + 3 * i]
+  local burst = args[5 + 4 * i]
+  local rate = args[6 + 4 * i]
+  local period = args[7 + 4 * i]
 
   local emission_interval = period / rate
   local increment = emission_interval * cost
   local burst_offset = emission_interval * burst
-  interval[i] = tostring(emission_interval)
+  interval[i] = args[8 + 4 * i]
 
   local tat = tonumber(state[2 * i - 1] or before[2 + i]) -- nil when none
   if not tat or tat <= now then

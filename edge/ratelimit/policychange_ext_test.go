@@ -257,3 +257,32 @@ func TestFailOpenShareFollowsAChangeWithWhatTheSubjectSpent(t *testing.T) {
 		})
 	}
 }
+
+// A limit's emission interval is stored beside its state as Lua's tostring
+// writes it, which is how every earlier build's script wrote it: the edge
+// formats it now, and state written before reads as under unchanged
+// numbers (not converted, not rewritten). Checked against the script
+// engine's own tostring on limits whose intervals print as integers,
+// fractions and in exponent form.
+func TestTheIntervalIsWrittenAsTheScriptWouldWriteIt(t *testing.T) {
+	rdb := testenv.Redis(t)
+	ctx := context.Background()
+	l := ratelimit.New(rdb, ratelimit.Options{})
+	periods := []time.Duration{time.Millisecond, time.Second, time.Minute, time.Hour, 24 * time.Hour, 30 * 24 * time.Hour, 1234567 * time.Microsecond}
+	rates := []int{1, 3, 7, 60, 1000, 999_983, 10_000_000}
+	for _, period := range periods {
+		for _, rate := range rates {
+			lim := ratelimit.Limit{Name: "plan", Rate: rate, Period: period, Burst: 1}
+			subject := testenv.Unique("interval")
+			allow(t, l, ratelimit.Request{Subject: subject, Limits: []ratelimit.Limit{lim}})
+			want, err := rdb.Eval(ctx, "return tostring(tonumber(ARGV[1]) / tonumber(ARGV[2]))", nil,
+				period.Seconds(), rate).Text()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := fields(t, rdb, subject)["i:plan"]; got != want {
+				t.Errorf("%d per %v: interval stored as %q, the script's tostring writes %q", rate, period, got, want)
+			}
+		}
+	}
+}

@@ -545,7 +545,13 @@ func (k keys) appendArgs(dst []any, req Request) []any {
 		lim := &req.Limits[i]
 		b = appendNumber(b, int64(lim.Burst))
 		b = appendNumber(b, int64(lim.Rate))
-		b = strconv.AppendFloat(append(b, ','), lim.Period.Seconds(), 'f', -1, 64)
+		period := lim.Period.Seconds()
+		b = strconv.AppendFloat(append(b, ','), period, 'f', -1, 64)
+		// The emission interval as Lua's tostring writes it (%.14g): the
+		// script's division gives the same double, and strconv the same
+		// digits (TestTheIntervalIsWrittenAsTheScriptWouldWriteIt).
+		b = strconv.AppendFloat(append(b, ',', '"'), period/float64(lim.Rate), 'g', 14, 64)
+		b = append(b, '"')
 	}
 	v.packed = string(append(b, ']'))
 	dst = append(dst, &v.packed, &v.policy)
