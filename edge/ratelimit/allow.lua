@@ -114,7 +114,10 @@ for i = 1, n do
   local burst_offset = emission_interval * burst
   interval[i] = args[8 + 4 * i]
 
-  local tat = tonumber(state[2 * i - 1] or before[2 + i]) -- nil when none
+  -- A string's "+ 0" is tonumber's conversion once: tonumber converts it
+  -- twice (it tests, then converts), a strtod of 17 digits each time.
+  local stored = state[2 * i - 1] or before[2 + i]
+  local tat = stored and stored + 0 -- false or nil when none
   if not tat or tat <= now then
     tat = now
   else
@@ -143,8 +146,8 @@ for i = 1, n do
     tat, new_tat, diff, remaining, emission_interval, burst_offset
 end
 
-local today = tonumber(state[at + 2] or before[1] or "0")
-local month = tonumber(state[at + 3] or before[2] or "0")
+local today = (state[at + 2] or before[1] or 0) + 0
+local month = (state[at + 3] or before[2] or 0) + 0
 local daily_refused = cap > 0 and today + cost > cap
 if daily_refused then
   allowed = false
@@ -180,7 +183,7 @@ end
 -- (strconv.ParseFloat, times 1e9, truncated): Redis turns a number into
 -- an integer reply by truncating it, as Go turns a float into an integer.
 local function ns(seconds)
-  return tonumber(tostring(seconds)) * 1e9
+  return (tostring(seconds) + 0) * 1e9
 end
 
 local result = {0, 0, today, month}
