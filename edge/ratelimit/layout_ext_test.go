@@ -231,3 +231,33 @@ func TestAHashMadeByARefusalExpires(t *testing.T) {
 		}
 	})
 }
+
+// A limit whose spent requests come back more slowly than the hash lives
+// (a month and a day at most) stretches the hash's life to its TAT: the
+// day's first request, which sets the expiry, and a later one, which
+// takes the TAT further still. Otherwise a subject that spent such a limit
+// would find it full once the hash expired.
+func TestALimitSlowerThanTheMonthKeepsTheHashAsLongAsItsTAT(t *testing.T) {
+	forEachRedis(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		l := ratelimit.New(rdb, ratelimit.Options{Now: time.Now})
+		subject := testenv.Unique("slow-limit")
+		const day = 24 * time.Hour
+		req := ratelimit.Request{Subject: subject, Limits: []ratelimit.Limit{{Name: "plan", Rate: 1, Period: 60 * day, Burst: 2}}, Daily: 10}
+		for n, want := range []time.Duration{60 * day, 120 * day} {
+			if d := allow(t, l, req); !d.Allowed {
+				t.Fatalf("request %d refused: %+v", n+1, d)
+			}
+			ttl, err := rdb.TTL(ctx, "rl:{"+subjectTag(subject)+"}:s").Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ttl < want-time.Minute || ttl > want+time.Minute {
+				t.Fatalf("after request %d the hash expires in %v, want its TAT's %v", n+1, ttl, want)
+			}
+		}
+		if d := allow(t, l, req); d.Allowed {
+			t.Fatalf("a third request within the burst of 2 admitted: %+v", d)
+		}
+	})
+}
