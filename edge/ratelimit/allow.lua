@@ -153,65 +153,66 @@ if daily_refused then
   allowed = false
 end
 
--- Field-value pairs for one HSET at the end, and the furthest TAT written.
+-- The answer, and the field-value pairs of one HSET. An admitted request
+-- consumes: the day's and the month's counts, each limit's TAT, the
+-- policy charged. Otherwise nothing is consumed: a refusing limit answers
+-- as redis_rate does, a limit that would have admitted reports what it
+-- still has, and a state converted to new numbers is kept converted (but
+-- by a peek), so that it comes back at the new rate from now on. No
+-- helper is a closure: each would be made anew on every call, with the
+-- locals it reads.
+local consume = allowed and not peek
+local result = {0, daily_refused and 1 or 0, today, month}
 local hset = {}
+if consume then
+  result[1], result[3], result[4] = 1, today + cost, month + cost
+  hset[1], hset[2], hset[3], hset[4] = args[5], result[3], args[6], result[4]
+end
+-- The furthest TAT written, ahead of now: the hash lives at least as long
+-- (its lifetime is math.max(args[4], math.ceil(furthest))).
 local furthest = 0
-
--- keep writes limit i's TAT and, if it differs from the one stored, its
--- interval.
-local function keep(i, tat)
-  hset[#hset + 1] = fields[2 * i - 1]
-  hset[#hset + 1] = tat
-  furthest = math.max(furthest, tat - now)
-  if state[2 * i] ~= interval[i] then
-    hset[#hset + 1] = fields[2 * i]
-    hset[#hset + 1] = interval[i]
-  end
-end
-
--- expire gives the hash its lifetime, at least as long as its furthest TAT.
-local function expire()
-  local ttl = args[4]
-  if furthest > ttl then
-    ttl = math.ceil(furthest)
-  end
-  redis.call("EXPIRE", hash, ttl)
-end
-
--- ns is a duration in seconds as whole nanoseconds, exactly the
--- time.Duration that parsing redis_rate's answer, tostring(seconds), gives
--- (strconv.ParseFloat, times 1e9, truncated): Redis turns a number into
--- an integer reply by truncating it, as Go turns a float into an integer.
-local function ns(seconds)
-  return (tostring(seconds) + 0) * 1e9
-end
-
-local result = {0, 0, today, month}
-if not allowed or peek then
-  -- Nothing is consumed. A refusing limit answers as redis_rate does; a
-  -- limit that would have admitted reports what it still has. A state
-  -- converted to new numbers is kept converted, so that it comes back at
-  -- the new rate from now on.
-  result[2] = daily_refused and 1 or 0
-  for i = 1, n do
-    local b = 6 * i - 6
-    local tat, diff, remaining = l[b + 1], l[b + 3], l[b + 4]
-    local r = 4 * i
+for i = 1, n do
+  local b = 6 * i - 6
+  local tat, diff, remaining = l[b + 1], l[b + 3], l[b + 4]
+  local r = 4 * i
+  local keep -- the TAT limit i writes, if it writes one
+  -- Durations are whole nanoseconds, exactly the time.Duration that
+  -- parsing redis_rate's answer, tostring(seconds), gives
+  -- (strconv.ParseFloat, times 1e9, truncated): Redis turns a number into
+  -- an integer reply by truncating it, as Go turns a float into an
+  -- integer.
+  if consume then
+    tat = l[b + 2] -- the new TAT
+    keep = tat
+    result[r + 1], result[r + 2], result[r + 3] = 0, math.floor(remaining), -1e9
+  else
     if remaining < 0 then
-      result[r + 1], result[r + 2], result[r + 3] = 1, 0, ns(diff * -1)
+      result[r + 1], result[r + 2], result[r + 3] = 1, 0, (tostring(diff * -1) + 0) * 1e9
     else
       result[r + 1], result[r + 2], result[r + 3] =
         0, math.floor((now - (tat - l[b + 6])) / l[b + 5]), -1e9
     end
-    result[r + 4] = ns(tat - now)
     if converted[i] and not peek then
-      keep(i, tat)
+      keep = tat
     end
   end
+  result[r + 4] = (tostring(tat - now) + 0) * 1e9
+  if keep then
+    hset[#hset + 1] = fields[2 * i - 1]
+    hset[#hset + 1] = keep
+    furthest = math.max(furthest, keep - now)
+    if state[2 * i] ~= interval[i] then
+      hset[#hset + 1] = fields[2 * i]
+      hset[#hset + 1] = interval[i]
+    end
+  end
+end
+
+if not consume then
   if #hset > 0 then
     -- The hash may be made here: it gets its expiry at once.
     redis.call("HSET", hash, unpack(hset))
-    expire()
+    redis.call("EXPIRE", hash, math.max(args[4], math.ceil(furthest)))
   end
   if peek then
     result[4 * n + 5] = state[at + 1]
@@ -219,18 +220,6 @@ if not allowed or peek then
   return result
 end
 
-result[1] = 1
-result[3] = today + cost
-result[4] = month + cost
-hset[1], hset[2], hset[3], hset[4] = args[5], result[3], args[6], result[4]
-for i = 1, n do
-  local b = 6 * i - 6
-  local new_tat = l[b + 2]
-  keep(i, new_tat)
-  local r = 4 * i
-  result[r + 1], result[r + 2], result[r + 3], result[r + 4] =
-    0, math.floor(l[b + 4]), -1e9, ns(new_tat - now)
-end
 local policy = ARGV[2]
 if policy ~= "" and state[at + 1] ~= policy then
   hset[#hset + 1] = "p"
@@ -242,7 +231,7 @@ redis.call("HSET", hash, unpack(hset))
 -- before yesterday, months before the last. A TAT further ahead than the
 -- hash lives (a limit whose burst spans days) stretches it.
 if older then
-  expire()
+  redis.call("EXPIRE", hash, math.max(args[4], math.ceil(furthest)))
   local all = redis.call("HGETALL", hash)
   local past = {}
   for j = 1, #all, 2 do
@@ -258,7 +247,7 @@ if older then
   end
 elseif furthest > 86400 then
   if redis.call("TTL", hash) < furthest then
-    expire()
+    redis.call("EXPIRE", hash, math.max(args[4], math.ceil(furthest)))
   end
 end
 return result
