@@ -92,18 +92,15 @@ local state = redis.call("HMGET", hash, unpack(fields))
 -- join (and, admitted, are written into the hash).
 local fresh_day = not state[at + 2]
 local older = fresh_day and not peek
-local before = {}
-if fresh_day then
-  before = redis.call("MGET", unpack(KEYS, 2, n + 3))
-end
+local before = fresh_day and redis.call("MGET", unpack(KEYS, 2, n + 3))
 
 local allowed = true
 -- Per limit i: tat, new_tat, diff, remaining, emission_interval, burst_offset
 -- at 6i-5 .. 6i of one flat table.
 local l = {}
--- Per limit i: its interval in force as it is stored (a string), and
--- whether the TAT read was converted to the numbers in force.
-local interval, converted = {}, {}
+-- Per limit i, whether the TAT read was converted to the numbers in force
+-- (made only then: no table a call that needs none).
+local converted
 for i = 1, n do
   local burst = args[5 + 4 * i]
   local rate = args[6 + 4 * i]
@@ -112,24 +109,25 @@ for i = 1, n do
   local emission_interval = period / rate
   local increment = emission_interval * cost
   local burst_offset = emission_interval * burst
-  interval[i] = args[8 + 4 * i]
 
   -- A string's "+ 0" is tonumber's conversion once: tonumber converts it
   -- twice (it tests, then converts), a strtod of 17 digits each time.
-  local stored = state[2 * i - 1] or before[2 + i]
+  local stored = state[2 * i - 1] or before and before[2 + i]
   local tat = stored and stored + 0 -- false or nil when none
   if not tat or tat <= now then
     tat = now
   else
     local was = state[2 * i]
-    if was and was ~= interval[i] then
+    if was and was ~= args[8 + 4 * i] then
       tat = now + (tat - now) / tonumber(was) * emission_interval
+      converted = converted or {}
       converted[i] = true
     end
     -- Beyond the burst only under other numbers: unchanged ones keep the
     -- TAT within it, give or take the 14 digits a TAT is stored with.
     if tat - now > burst_offset + 0.001 then
       tat = now + burst_offset
+      converted = converted or {}
       converted[i] = true
     end
   end
@@ -146,8 +144,8 @@ for i = 1, n do
     tat, new_tat, diff, remaining, emission_interval, burst_offset
 end
 
-local today = (state[at + 2] or before[1] or 0) + 0
-local month = (state[at + 3] or before[2] or 0) + 0
+local today = (state[at + 2] or before and before[1] or 0) + 0
+local month = (state[at + 3] or before and before[2] or 0) + 0
 local daily_refused = cap > 0 and today + cost > cap
 if daily_refused then
   allowed = false
@@ -192,7 +190,7 @@ for i = 1, n do
       result[r + 1], result[r + 2], result[r + 3] =
         0, math.floor((now - (tat - l[b + 6])) / l[b + 5]), -1e9
     end
-    if converted[i] and not peek then
+    if converted and converted[i] and not peek then
       keep = tat
     end
   end
@@ -201,9 +199,9 @@ for i = 1, n do
     hset[#hset + 1] = fields[2 * i - 1]
     hset[#hset + 1] = keep
     furthest = math.max(furthest, keep - now)
-    if state[2 * i] ~= interval[i] then
+    if state[2 * i] ~= args[8 + 4 * i] then
       hset[#hset + 1] = fields[2 * i]
-      hset[#hset + 1] = interval[i]
+      hset[#hset + 1] = args[8 + 4 * i]
     end
   end
 end
