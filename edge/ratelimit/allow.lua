@@ -76,17 +76,27 @@ local jan_1_2017 = 1483228800
 local now = redis.call("TIME")
 now = (now[1] - jan_1_2017) + (now[2] / 1000000)
 
+-- Tables here are filled in index order, and those that grow on every
+-- call are made at their size for two limits (a plan's and an
+-- operation's) by their constructor: Lua 5.1 assigns a list of targets
+-- right to left, which puts the higher indexes in a table's hash part,
+-- and a table grown index by index is rehashed each time its array part
+-- doubles. Either costs Redis thousands of instructions a call.
+
 -- One read: per limit its TAT and interval, then the policy, the day's
--- and the month's counts.
-local fields = {}
+-- and the month's counts (the slots of two limits, made at once; the read
+-- takes the first 2n + 3).
+local fields = {"", "", "", "", "", "", ""}
 for i = 1, n do
   local name = ARGV[2 + i]
   fields[2 * i - 1] = "t:" .. name
   fields[2 * i] = "i:" .. name
 end
 local at = 2 * n
-fields[at + 1], fields[at + 2], fields[at + 3] = "p", args[5], args[6]
-local state = redis.call("HMGET", hash, unpack(fields))
+fields[at + 1] = "p"
+fields[at + 2] = args[5]
+fields[at + 3] = args[6]
+local state = redis.call("HMGET", hash, unpack(fields, 1, at + 3))
 
 -- The day's first request on this layout: the older one's counts and TATs
 -- join (and, admitted, are written into the hash).
@@ -96,8 +106,8 @@ local before = fresh_day and redis.call("MGET", unpack(KEYS, 2, n + 3))
 
 local allowed = true
 -- Per limit i: tat, new_tat, diff, remaining, emission_interval, burst_offset
--- at 6i-5 .. 6i of one flat table.
-local l = {}
+-- at 6i-5 .. 6i of one flat table (made with the slots of two limits).
+local l = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 -- Per limit i, whether the TAT read was converted to the numbers in force
 -- (made only then: no table a call that needs none).
 local converted
@@ -140,8 +150,12 @@ for i = 1, n do
     allowed = false
   end
   local b = 6 * i - 6
-  l[b + 1], l[b + 2], l[b + 3], l[b + 4], l[b + 5], l[b + 6] =
-    tat, new_tat, diff, remaining, emission_interval, burst_offset
+  l[b + 1] = tat
+  l[b + 2] = new_tat
+  l[b + 3] = diff
+  l[b + 4] = remaining
+  l[b + 5] = emission_interval
+  l[b + 6] = burst_offset
 end
 
 local today = (state[at + 2] or before and before[1] or 0) + 0
@@ -161,10 +175,12 @@ end
 -- locals it reads.
 local consume = allowed and not peek
 local result = {0, daily_refused and 1 or 0, today, month}
-local hset = {}
+local hset
 if consume then
   result[1], result[3], result[4] = 1, today + cost, month + cost
-  hset[1], hset[2], hset[3], hset[4] = args[5], result[3], args[6], result[4]
+  hset = {args[5], result[3], args[6], result[4]}
+else
+  hset = {}
 end
 -- The furthest TAT written, ahead of now: the hash lives at least as long
 -- (its lifetime is math.max(args[4], math.ceil(furthest))).
@@ -179,21 +195,24 @@ for i = 1, n do
   -- (strconv.ParseFloat, times 1e9, truncated): Redis turns a number into
   -- an integer reply by truncating it, as Go turns a float into an
   -- integer.
+  local refused, left, retry = 0, 0, -1e9
   if consume then
     tat = l[b + 2] -- the new TAT
     keep = tat
-    result[r + 1], result[r + 2], result[r + 3] = 0, math.floor(remaining), -1e9
+    left = math.floor(remaining)
   else
     if remaining < 0 then
-      result[r + 1], result[r + 2], result[r + 3] = 1, 0, (tostring(diff * -1) + 0) * 1e9
+      refused, retry = 1, (tostring(diff * -1) + 0) * 1e9
     else
-      result[r + 1], result[r + 2], result[r + 3] =
-        0, math.floor((now - (tat - l[b + 6])) / l[b + 5]), -1e9
+      left = math.floor((now - (tat - l[b + 6])) / l[b + 5])
     end
     if converted and converted[i] and not peek then
       keep = tat
     end
   end
+  result[r + 1] = refused
+  result[r + 2] = left
+  result[r + 3] = retry
   result[r + 4] = (tostring(tat - now) + 0) * 1e9
   if keep then
     hset[#hset + 1] = fields[2 * i - 1]
