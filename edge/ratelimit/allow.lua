@@ -59,8 +59,9 @@
 -- {refused, remaining, retry_after, reset_after}, and, for cost 0 only, the
 -- policy last charged (false for none). today and month include the cost
 -- when allowed. retry_after (-1 s when the limit did not refuse) and
--- reset_after are whole nanoseconds (ns below): every value but the policy
--- is an integer, which the edge reads without boxing or parsing.
+-- reset_after are whole nanoseconds (how, where the answer is made): every
+-- value but the policy is an integer, which the edge reads without boxing
+-- or parsing.
 
 -- this script has side-effects, so it requires replicate commands mode
 redis.replicate_commands()
