@@ -258,6 +258,45 @@ func TestSubjectsWithAnyCharactersKeepTheirOwnLimits(t *testing.T) {
 	})
 }
 
+// Limits and policies are named by the operator's configuration, which
+// may hold any character: each name, quotation marks, backslashes, control
+// characters and bytes that are not UTF-8 among them, names its own limit
+// in the subject's hash, byte for byte, and the policy charged is kept as
+// it was given.
+func TestLimitsWithAnyCharactersInTheirNamesKeepTheirOwnState(t *testing.T) {
+	forEachRedis(t, func(t *testing.T, rdb redis.UniversalClient) {
+		l := ratelimit.New(rdb, ratelimit.Options{RefusalCache: -1})
+		names := []string{"q", `q"`, `q\`, `q\"`, "q\x01", "q\n", "q\u00fc", "q\xff\xfe", `q\u0041`}
+		var limits []ratelimit.Limit
+		for _, name := range names {
+			limits = append(limits, ratelimit.Limit{Name: name, Rate: 1, Period: time.Hour, Burst: 1})
+		}
+		subject := testenv.Unique("odd-names")
+		policy := "pl\"an\\\x02\xff"
+		if d := allow(t, l, ratelimit.Request{Subject: subject, Limits: limits, Policy: policy}); !d.Allowed {
+			t.Fatalf("first request: %+v", d)
+		}
+		got := fields(t, rdb, subject)
+		for _, name := range names {
+			if got["t:"+name] == "" || got["i:"+name] != "3600" {
+				t.Errorf("limit %q has no state of its own in the hash %q", name, got)
+			}
+		}
+		if got["p"] != policy {
+			t.Errorf("the policy charged is %q, want %q", got["p"], policy)
+		}
+		if want := 2*len(names) + 3; len(got) != want { // and p, d:, m:
+			t.Errorf("the hash has %d fields, want %d: %q", len(got), want, got)
+		}
+		for _, lim := range limits {
+			d := allow(t, l, ratelimit.Request{Subject: subject, Limits: []ratelimit.Limit{lim}, Policy: policy})
+			if d.Allowed || d.Refused != lim.Name {
+				t.Errorf("a second request under %q: %+v, want refused by it", lim.Name, d)
+			}
+		}
+	})
+}
+
 func TestARefusalIsRememberedUntilItsRetryTime(t *testing.T) {
 	forEachRedis(t, func(t *testing.T, rdb redis.UniversalClient) {
 		edge := newClock(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
