@@ -170,9 +170,9 @@ end
 -- consumes: the day's and the month's counts, each limit's TAT, the
 -- policy charged. Otherwise nothing is consumed: a refusing limit answers
 -- as redis_rate does, a limit that would have admitted reports what it
--- still has, and a state converted to new numbers is kept converted (but
--- by a peek), so that it comes back at the new rate from now on. No
--- helper is a closure: each would be made anew on every call, with the
+-- still has, and a state converted to new numbers is kept converted, so
+-- that it comes back at the new rate from now on (a peek writes nothing).
+-- No helper is a closure: each would be made anew on every call, with the
 -- locals it reads.
 local consume = allowed and not peek
 local result = {0, daily_refused and 1 or 0, today, month}
