@@ -7,11 +7,19 @@
 # cap) at 1,000 and at 5,000 calls; the difference over 4,000 is a call's
 # cost, without what loading the script and connecting cost. Redis runs no
 # collector: runs agree within 0.6%, two counts running at once included.
-# Usage: bench/redis-icount.sh [CHECKOUT]   env: PORT=26400 RUNS=3
+# Usage: bench/redis-icount.sh [CHECKOUT]   env: PORT=26400 RUNS=3 KEEP=
+# KEEP=1 keeps callgrind's output and prints where it is: the last dump
+# (redis.out.<2*RUNS>) is the 5,000 calls of the last run, for
+# `callgrind_annotate --inclusive=yes` or `--tree=caller` (Redis's own
+# symbols are partly stripped: Lua's internals show as addresses, the C
+# library's and Redis's exported functions by name).
 set -u
 D=${1:-$PWD}; PORT=${PORT:-26400}; RUNS=${RUNS:-3}; W=$(mktemp -d /tmp/ricount.XXXX)
 command -v valgrind >/dev/null || { echo "FAIL: valgrind missing (apt-get install valgrind)"; exit 1; }
-cleanup() { [ -n "${RP:-}" ] && kill "$RP" 2>/dev/null && wait "$RP" 2>/dev/null; rm -rf "$W"; }
+cleanup() {
+  [ -n "${RP:-}" ] && kill "$RP" 2>/dev/null && wait "$RP" 2>/dev/null
+  if [ -n "${KEEP:-}" ]; then echo "callgrind's output kept in $W"; else rm -rf "$W"; fi
+}
 trap cleanup EXIT
 (cd "$D" && go test -c -o $W/rl.test ./edge/ratelimit/) || { echo "FAIL: build"; exit 1; }
 valgrind --tool=callgrind --callgrind-out-file=$W/redis.out redis-server --port $PORT --bind 127.0.0.1 --save '' --appendonly no >$W/redis.log 2>&1 & RP=$!
