@@ -601,8 +601,8 @@ func (k keys) ttl(end time.Time, grace time.Duration) int64 {
 
 // verdict is a Decision of Redis with, for each of its States, the time
 // after which that limit would admit the request again (negative when it
-// did not refuse), for the refusal cache; nil when the request was
-// allowed (Allow remembers only refusals).
+// did not refuse), for the refusal cache. retry is nil when the request
+// was allowed: Allow remembers only refusals.
 type verdict struct {
 	Decision
 	retry []time.Duration
