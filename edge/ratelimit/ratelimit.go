@@ -519,14 +519,14 @@ func (k keys) args(req Request) []any {
 	return k.appendArgs(make([]any, 0, 2+len(req.Limits)), req)
 }
 
-// appendArgs appends args to dst: the call's numbers and the day's fields
-// as one JSON array (go-redis writes each argument at about 300
-// instructions, a value appended here costs a tenth of that; Redis
-// decodes the array in C, cjson, at less than it spent on the arguments),
-// then the policy and each limit's name, as pointers (a pointer goes into
-// an interface without an allocation). The numbers are formatted as
-// go-redis formatted them (AppendInt, AppendFloat 'f' -1), so the script
-// computes with the same doubles.
+// appendArgs appends args to dst: the call's numbers, the day's fields and
+// each limit's emission interval as one JSON array (go-redis writes each
+// argument at about 300 instructions, a value appended here costs a tenth
+// of that; Redis decodes the array in C, cjson, at less than it spent on
+// the arguments), then the policy and each limit's name, as pointers (a
+// pointer goes into an interface without an allocation). The numbers are
+// formatted as go-redis formatted them (AppendInt, AppendFloat 'f' -1),
+// so the script computes with the same doubles.
 func (k keys) appendArgs(dst []any, req Request) []any {
 	var v *argValues
 	if k.buf != nil {
