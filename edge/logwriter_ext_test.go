@@ -21,9 +21,10 @@ import (
 // lockedBuffer is an output that may be written from several goroutines;
 // while gate is set, writes wait for it.
 type lockedBuffer struct {
-	mu   sync.Mutex
-	buf  bytes.Buffer
-	gate chan struct{}
+	mu     sync.Mutex
+	buf    bytes.Buffer
+	gate   chan struct{}
+	writes int
 }
 
 func (b *lockedBuffer) Write(p []byte) (int, error) {
@@ -32,7 +33,20 @@ func (b *lockedBuffer) Write(p []byte) (int, error) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.writes++
 	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func (b *lockedBuffer) writeCount() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.writes
 }
 
 func (b *lockedBuffer) lines() []string {
@@ -79,6 +93,49 @@ func TestLogWriterLosesNoLineOnClose(t *testing.T) {
 	log.Info("after close") // written directly
 	if l := out.lines(); !strings.Contains(l[len(l)-1], "after close") {
 		t.Errorf("a line written after Close is missing")
+	}
+}
+
+// A lone line comes out without Close and without more lines behind it:
+// the writer does not wait for a full buffer.
+func TestLogWriterWritesALoneLine(t *testing.T) {
+	t.Parallel()
+	out := &lockedBuffer{}
+	w := observe.NewLogWriter(out, 0)
+	defer w.Close()
+	_, _ = w.Write([]byte("alone\n"))
+	testkit.WaitFor(t, "the lone line on the output", func() bool { return out.String() == "alone\n" })
+	_, _ = w.Write([]byte("later\n")) // into the emptied buffer: it comes out too
+	testkit.WaitFor(t, "the next line on the output", func() bool { return out.String() == "alone\nlater\n" })
+}
+
+// Lines that come in one after another, as a busy edge's access lines do,
+// leave together: at most one write (a system call on stderr, and a wake-up
+// of the writer) each LogFlushEvery, not one a line or two, every line
+// whole and in order.
+func TestLogWriterGathersLinesIntoFewWrites(t *testing.T) {
+	t.Parallel()
+	out := &lockedBuffer{}
+	w := observe.NewLogWriter(out, 0)
+	var want strings.Builder
+	start := time.Now()
+	for i := range 200 {
+		line := fmt.Sprintf("call %03d %s\n", i, strings.Repeat("x", 90))
+		want.WriteString(line)
+		_, _ = w.Write([]byte(line))
+		time.Sleep(time.Millisecond) // the pace of calls, not a wait for the writer
+	}
+	took := time.Since(start)
+	_ = w.Close()
+	if out.String() != want.String() {
+		t.Fatal("the output is not the lines written, in order")
+	}
+	// 20 KB, below the 64 KiB that is written at once: one write each
+	// LogFlushEvery the lines took to come, one for Close, one for the
+	// period under way. A slow machine stretches the pace, and the bound
+	// with it.
+	if n, most := out.writeCount(), int(took/observe.LogFlushEvery)+2; n > most {
+		t.Errorf("%d writes for 200 lines over %v, want at most %d", n, took.Round(time.Millisecond), most)
 	}
 }
 
