@@ -16,6 +16,7 @@
 # peer (client, backend, redis, log) and by outcome: "again" is a read that
 # found nothing yet (EAGAIN): Go's network poller tries a read before it
 # parks a goroutine on the socket. It also prints every system call per call
+# (and by name: read, write, futex, epoll_pwait, nanosleep, ...)
 # and the proxy's CPU per call, from `perf stat` over a second run. Needs
 # perf (Debian: linux-perf), wrk, redis-server, jq, curl.
 set -euo pipefail
@@ -64,6 +65,11 @@ for i in $(seq 1 "$SUBJECTS"); do
 done
 load() { $X env TOKENS="$W/tokens.txt" wrk -t2 -c"$CONNS" -d"$2" -s "$B/edge.lua" "http://127.0.0.1:$1"; }
 { echo "date: $(date -Is)"; echo "commit: $(cd "$root" && git rev-parse --short HEAD)"; echo "host: $(nproc) cores; $(uname -r)"; uptime; } >"$DIR/env.txt"
+# The system calls a Go proxy makes, counted by name in the perf stat run.
+byname=""
+for c in read write recvfrom futex epoll_pwait nanosleep sched_yield madvise tgkill; do
+	byname="$byname -e syscalls:sys_enter_$c"
+done
 for t in httputil edge; do
 	p=$HP port=18083
 	[ $t = edge ] && { p=$EP port=18084; }
@@ -77,7 +83,7 @@ for t in httputil edge; do
 	kill -INT $rec
 	wait $rec $snap || true
 	perf script -i "$W/$t.data" 2>/dev/null >"$W/$t.script"
-	perf stat -e raw_syscalls:sys_enter -e task-clock -p $p -o "$DIR/perfstat-$t.txt" &
+	perf stat $byname -e raw_syscalls:sys_enter -e task-clock -p $p -o "$DIR/perfstat-$t.txt" &
 	st=$!
 	load $port "$DUR" >"$DIR/wrk-stat-$t.txt" 2>&1
 	kill -INT $st
@@ -126,5 +132,7 @@ sc = int(re.search(r"([\d,]+)\s+raw_syscalls:sys_enter", st).group(1).replace(",
 ms = float(re.search(r"([\d,.]+)\s+msec task-clock", st).group(1).replace(",", ""))
 reqs = int(re.search(r"(\d+) requests in", open(wrk).read()).group(1))
 print(f"  every system call: {sc / reqs:.2f} a call; CPU {ms * 1000 / reqs:.1f} us a call ({reqs} calls, perf stat)")
+names = ", ".join(f"{name} {int(n.replace(',', '')) / reqs:.3f}" for n, name in re.findall(r"([\d,]+)\s+syscalls:sys_enter_(\w+)", st))
+print(f"  by name, a call: {names}")
 PY
 done
