@@ -4,6 +4,8 @@ import (
 	"net/netip"
 	"syscall"
 	"testing"
+
+	"github.com/orgedge/edge/internal/testenv"
 )
 
 // DeadAddr returns a loopback address ("127.0.0.1:port") where nothing
@@ -49,19 +51,9 @@ func DeadAddr(t testing.TB) string {
 // gets its port.
 func KeepDead(t testing.TB, addr string) {
 	t.Helper()
-	ap, err := netip.ParseAddrPort(addr)
-	if err != nil || !ap.Addr().Is4() {
-		t.Fatalf("keep %q dead: want an IPv4 address and port (%v)", addr, err)
-	}
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	release, err := testenv.HoldPort(addr, false)
 	if err != nil {
-		t.Fatalf("keep %s dead: socket: %v", addr, err)
+		t.Fatalf("keep %s dead: %v (another server took the port as the listener closed)", addr, err)
 	}
-	t.Cleanup(func() { _ = syscall.Close(fd) })
-	if err := syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1); err != nil {
-		t.Fatalf("keep %s dead: SO_REUSEADDR: %v", addr, err)
-	}
-	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: ap.Addr().As4(), Port: int(ap.Port())}); err != nil {
-		t.Fatalf("keep %s dead: bind: %v (another server took the port as the listener closed)", addr, err)
-	}
+	t.Cleanup(release)
 }

@@ -3,16 +3,16 @@ package testkit
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net"
-	"net/netip"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/orgedge/edge/internal/testenv"
 )
 
 // FaultProxy is a TCP proxy in front of a server (a redis-server) that a
@@ -29,7 +29,7 @@ type FaultProxy struct {
 	delay   time.Duration
 	stalled bool
 	ln      net.Listener // nil while refusing
-	holder  int          // while refusing, the socket that holds the port (holdPort); else -1
+	release func()       // while refusing, releases the port's holder (testenv.HoldPort)
 	conns   map[net.Conn]struct{}
 	closed  bool
 }
@@ -38,7 +38,7 @@ type FaultProxy struct {
 // until the test ends.
 func StartFaultProxy(t testing.TB, target string) *FaultProxy {
 	t.Helper()
-	p := &FaultProxy{target: target, t: t, changed: make(chan struct{}), holder: -1, conns: map[net.Conn]struct{}{}}
+	p := &FaultProxy{target: target, t: t, changed: make(chan struct{}), conns: map[net.Conn]struct{}{}}
 	ln, err := listenReusable("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -76,7 +76,7 @@ func (p *FaultProxy) Retarget(target string) {
 
 // Refuse closes the listener and every connection: new connections are
 // refused, as when the server is down, until Heal. The port stays the
-// proxy's (holdPort): a closed listener's port is free for the next bind of
+// proxy's (testenv.HoldPort): a closed listener's port is free for the next bind of
 // port 0, and in a parallel run another test's server took it, so that the
 // "refused" backend answered as that server (a 401 from another test's
 // edge, a health check passed by another test's backend).
@@ -85,11 +85,11 @@ func (p *FaultProxy) Refuse() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.ln != nil {
-		fd, err := holdPort(p.Addr)
+		release, err := testenv.HoldPort(p.Addr, true)
 		if err != nil {
 			p.t.Fatalf("fault proxy: %v", err)
 		}
-		p.holder = fd
+		p.release = release
 		_ = p.ln.Close()
 		p.ln = nil
 	}
@@ -124,15 +124,15 @@ func (p *FaultProxy) Heal() {
 // releaseHolder closes the socket that held the port while refusing; p.mu
 // is held.
 func (p *FaultProxy) releaseHolder() {
-	if p.holder >= 0 {
-		_ = syscall.Close(p.holder)
-		p.holder = -1
+	if p.release != nil {
+		p.release()
+		p.release = nil
 	}
 }
 
 // listenReusable listens on addr with SO_REUSEPORT (and Go's
-// SO_REUSEADDR), so that holdPort can bind the port while the listener
-// still has it, and the listener bind it again while holdPort has it.
+// SO_REUSEADDR), so that Refuse can hold the port while the listener still
+// has it, and Heal listen on it again while it is held.
 func listenReusable(addr string) (net.Listener, error) {
 	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
 		var serr error
@@ -142,33 +142,6 @@ func listenReusable(addr string) (net.Listener, error) {
 		return errors.Join(err, serr)
 	}}
 	return lc.Listen(context.Background(), "tcp", addr)
-}
-
-// holdPort binds a socket that never listens to addr, a port the proxy
-// listens on: connections to it are refused (no listener), and no other
-// server can bind it, neither to port 0 (the kernel skips a port a socket
-// is bound to) nor by its number. It has SO_REUSEPORT alone, as the
-// proxy's listeners: so it can share the port with them (the listener
-// closing, or listening again), and with the connections they leave in
-// TIME_WAIT, and with nothing else.
-func holdPort(addr string) (int, error) {
-	ap, err := netip.ParseAddrPort(addr)
-	if err != nil || !ap.Addr().Is4() {
-		return -1, fmt.Errorf("hold %q: want an IPv4 address and port (%v)", addr, err)
-	}
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return -1, fmt.Errorf("hold %s: socket: %w", addr, err)
-	}
-	if err := syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, unix.SO_REUSEPORT, 1); err != nil {
-		_ = syscall.Close(fd)
-		return -1, fmt.Errorf("hold %s: SO_REUSEPORT: %w", addr, err)
-	}
-	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: ap.Addr().As4(), Port: int(ap.Port())}); err != nil {
-		_ = syscall.Close(fd)
-		return -1, fmt.Errorf("hold %s: bind: %w", addr, err)
-	}
-	return fd, nil
 }
 
 func (p *FaultProxy) notify() {
