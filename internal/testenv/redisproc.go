@@ -30,9 +30,10 @@ type RedisProcess struct {
 	t    testing.TB
 	opts RedisProcessOptions
 
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{}
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	done    chan struct{}
+	release func() // after Kill, until Restart: releases the port's holder (HoldPort)
 }
 
 // RedisProcessOptions say how to run one process.
@@ -82,7 +83,7 @@ func StartRedisProcess(t testing.TB, opts RedisProcessOptions) *RedisProcess {
 		}
 		p.Port, p.Addr = port, net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 		if last = p.start(bin); last == nil {
-			t.Cleanup(p.Kill)
+			t.Cleanup(p.stop)
 			return p
 		}
 	}
@@ -133,7 +134,7 @@ func (p *RedisProcess) start(bin string) error {
 		case <-done:
 			return fmt.Errorf("exited on port %d: %s%s", p.Port, bytes.TrimSpace(out.Bytes()), p.Log())
 		case <-ctx.Done():
-			p.Kill()
+			p.kill()
 			return fmt.Errorf("no answer on port %d after 10s: %v\n%s", p.Port, err, p.Log())
 		case <-time.After(20 * time.Millisecond):
 		}
@@ -142,32 +143,72 @@ func (p *RedisProcess) start(bin string) error {
 
 // Kill ends the process at once (SIGKILL), as a crash or a lost machine
 // would, and waits for it to exit. Killing a process that is not running
-// does nothing.
+// does nothing. Until Restart, the port stays the test's (HoldPort): its
+// clients are refused, as by a dead server, and no other test's server
+// (another test's Redis, among them) takes the port and answers them.
 func (p *RedisProcess) Kill() {
+	p.t.Helper()
+	if !p.kill() {
+		return
+	}
+	release, err := HoldPort(p.Addr, false)
+	if err != nil {
+		p.t.Fatalf("redis-server killed: %v", err)
+	}
+	p.mu.Lock()
+	p.release = release
+	p.mu.Unlock()
+}
+
+// kill ends the process, if it runs, and reports whether it did.
+func (p *RedisProcess) kill() bool {
 	p.mu.Lock()
 	cmd, done := p.cmd, p.done
 	p.cmd = nil
 	p.mu.Unlock()
 	if cmd == nil {
-		return
+		return false
 	}
 	_ = cmd.Process.Kill()
 	<-done
+	return true
 }
 
-// Restart starts the process again on the same port, after Kill.
+// stop ends the process and frees its port, when the test ends.
+func (p *RedisProcess) stop() {
+	p.kill()
+	p.mu.Lock()
+	release := p.release
+	p.release = nil
+	p.mu.Unlock()
+	if release != nil {
+		release()
+	}
+}
+
+// Restart starts the process again on the same port, after Kill. The
+// server binds the port while it is still held (both with SO_REUSEADDR),
+// so that it is never free in between.
 func (p *RedisProcess) Restart() {
 	p.t.Helper()
 	bin := RedisServerBinary(p.t)
 	var err error
-	// The port may linger for a moment after the kill.
 	for attempt := 0; attempt < 5; attempt++ {
 		if err = p.start(bin); err == nil {
-			return
+			break
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	p.t.Fatalf("restart redis-server on %s: %v", p.Addr, err)
+	if err != nil {
+		p.t.Fatalf("restart redis-server on %s: %v", p.Addr, err)
+	}
+	p.mu.Lock()
+	release := p.release
+	p.release = nil
+	p.mu.Unlock()
+	if release != nil {
+		release()
+	}
 }
 
 // Log returns the end of the process's log file, if its arguments named
