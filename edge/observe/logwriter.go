@@ -75,9 +75,9 @@ func (w *LogWriter) Write(p []byte) (int, error) {
 	}
 	was := len(w.buf)
 	w.buf = append(w.buf, p...)
-	// The writer hears of
-	// the first line into an empty buffer (the others wait for it) and of
-	// the line that fills writeAt; a signal already pending is enough.
+	// The writer hears of the first line into an empty buffer (the lines
+	// after it wait with it) and of the line that fills writeAt; a signal
+	// already pending is enough.
 	if was == 0 {
 		select {
 		case w.kick <- struct{}{}:

@@ -76,10 +76,10 @@ func (p *FaultProxy) Retarget(target string) {
 
 // Refuse closes the listener and every connection: new connections are
 // refused, as when the server is down, until Heal. The port stays the
-// proxy's (testenv.HoldPort): a closed listener's port is free for the next bind of
-// port 0, and in a parallel run another test's server took it, so that the
-// "refused" backend answered as that server (a 401 from another test's
-// edge, a health check passed by another test's backend).
+// proxy's (testenv.HoldPort): a closed listener's port is free for the
+// next bind of port 0, and in a parallel run another test's server took
+// it, so that the "refused" backend answered as that server (a 401 from
+// another test's edge, a health check passed by another test's backend).
 func (p *FaultProxy) Refuse() {
 	p.t.Helper()
 	p.mu.Lock()
