@@ -177,6 +177,11 @@ func (p *RedisProcess) kill() bool {
 // stop ends the process and frees its port, when the test ends.
 func (p *RedisProcess) stop() {
 	p.kill()
+	p.releasePort()
+}
+
+// releasePort closes the port's holder, if Kill left one.
+func (p *RedisProcess) releasePort() {
 	p.mu.Lock()
 	release := p.release
 	p.release = nil
@@ -202,13 +207,7 @@ func (p *RedisProcess) Restart() {
 	if err != nil {
 		p.t.Fatalf("restart redis-server on %s: %v", p.Addr, err)
 	}
-	p.mu.Lock()
-	release := p.release
-	p.release = nil
-	p.mu.Unlock()
-	if release != nil {
-		release()
-	}
+	p.releasePort()
 }
 
 // Log returns the end of the process's log file, if its arguments named
